@@ -1,0 +1,97 @@
+"""Argument checks shared by the building blocks.
+
+Every public function and module of ``transformer_lib`` validates its inputs with these helpers,
+so a bad argument fails early with a message that names the argument and what was expected,
+instead of failing deep inside a matrix product with a message about shapes nobody wrote.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """Return ``value`` if it is a positive ``int``; raise ``TypeError``/``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {name}={value}")
+    return value
+
+
+def check_probability(name: str, value: object) -> float:
+    """Return ``value`` as a float if it lies in ``[0, 1)``; raise naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__} ({value!r})")
+    if not 0.0 <= float(value) < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {name}={value}")
+    return float(value)
+
+
+def check_divisible(d_model: int, num_heads: int) -> int:
+    """Return the per-head width ``d_model // num_heads``; raise if it does not divide exactly."""
+    if d_model % num_heads != 0:
+        raise ValueError(
+            f"d_model={d_model} is not divisible by num_heads={num_heads}: every head must get "
+            f"the same width (try num_heads in {[h for h in range(1, 17) if d_model % h == 0]})"
+        )
+    return d_model // num_heads
+
+
+def check_token_ids(name: str, tokens: object, vocab_size: int) -> Tensor:
+    """Check that ``tokens`` is an integer tensor of ids in ``[0, vocab_size)``.
+
+    Shape:
+        tokens: ``(B, T)`` (any shape is accepted; the book always uses ``(B, T)``).
+    """
+    if not isinstance(tokens, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
+    if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        raise TypeError(
+            f"{name} must hold integer token ids (torch.long), got dtype {tokens.dtype}; "
+            f"floats are not token ids (did you pass embeddings instead of ids?)"
+        )
+    if tokens.numel() > 0:
+        low, high = int(tokens.min()), int(tokens.max())
+        if low < 0 or high >= vocab_size:
+            raise ValueError(
+                f"{name} has ids in [{low}, {high}] but the vocabulary has vocab_size={vocab_size} "
+                f"(valid ids are 0..{vocab_size - 1})"
+            )
+    return tokens
+
+
+def check_mask(name: str, mask: Tensor | None, target_shape: tuple[int, ...]) -> Tensor | None:
+    """Check that a boolean attention mask broadcasts to ``target_shape``.
+
+    ``True`` means "may attend" (the convention of ``F.scaled_dot_product_attention``).
+
+    Shape:
+        mask: anything that broadcasts to ``target_shape`` = ``(B, H, T_q, T_k)``
+        (for example ``(T_q, T_k)``, ``(B, 1, 1, T_k)`` or ``(B, 1, T_q, T_k)``).
+    """
+    if mask is None:
+        return None
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"{name} must be a bool tensor where True means 'may attend', got dtype {mask.dtype} "
+            f"(additive float masks are not accepted: convert with mask == 0 or mask > 0)"
+        )
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, target_shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != torch.Size(target_shape):
+        raise ValueError(
+            f"{name} has shape {tuple(mask.shape)}, which does not broadcast to "
+            f"(batch, heads, query_len, key_len) = {tuple(target_shape)}"
+        )
+    if mask.dim() > len(target_shape):
+        raise ValueError(
+            f"{name} has {mask.dim()} dimensions; at most {len(target_shape)} are allowed "
+            f"(batch, heads, query_len, key_len)"
+        )
+    return mask

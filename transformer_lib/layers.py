@@ -1,0 +1,193 @@
+"""Encoder and decoder layers and stacks (编码器 / 解码器), Post-LN or Pre-LN.
+
+Post-LN (the paper, ``norm_first=False``): ``x = norm(x + dropout(sublayer(x)))``.
+Pre-LN (``norm_first=True``): ``x = x + dropout(sublayer(norm(x)))``, and the stack ends with a
+final norm, because nothing else normalises the last layer's output.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from ._checks import check_positive_int, check_probability
+from .feedforward import FeedForward
+from .multihead import KVCache, MultiHeadAttention
+from .norms import LayerNorm
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each wrapped in a residual connection (残差连接) and a norm.
+
+    Args:
+        d_model, num_heads, d_ff: widths (see :class:`MultiHeadAttention`, :class:`FeedForward`).
+        dropout: residual dropout on each sub-layer's output, and inside the feed-forward.
+        norm_first: ``False`` for Post-LN (the paper), ``True`` for Pre-LN.
+        activation: feed-forward activation.
+        attention_dropout: dropout on the attention weights (the paper does not use it).
+
+    Shape:
+        x: ``(B, T, d_model)``; mask: bool broadcasting to ``(B, H, T, T)``; output: ``(B, T, d_model)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        activation: str = "relu",
+        attention_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
+        self.dropout1 = nn.Dropout(check_probability("dropout", dropout))
+        self.dropout2 = nn.Dropout(dropout)
+
+    def _self_attention(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        return self.dropout1(self.self_attn(x, x, x, mask)[0])
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Run the two sub-layers; see the class docstring for shapes."""
+        if self.norm_first:
+            x = x + self._self_attention(self.norm1(x), mask)
+            return x + self.dropout2(self.ff(self.norm2(x)))
+        x = self.norm1(x + self._self_attention(x, mask))
+        return self.norm2(x + self.dropout2(self.ff(x)))
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention (交叉注意力) to the encoder output, then feed-forward.
+
+    Cross-attention takes its **query from the decoder** (``x``) and its **key and value from the
+    encoder output** (``memory``), so source and target may have different lengths.
+
+    Shape:
+        x: ``(B, T, d_model)``; memory: ``(B, S, d_model)``;
+        tgt_mask: bool broadcasting to ``(B, H, T, T)``; memory_mask: to ``(B, H, T, S)``;
+        output: ``(B, T, d_model)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        activation: str = "relu",
+        attention_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
+        self.norm3 = LayerNorm(d_model)
+        self.dropout1 = nn.Dropout(check_probability("dropout", dropout))
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: tuple[KVCache, KVCache] | None = None,
+    ) -> Tensor:
+        """Run the three sub-layers; ``cache`` = (self-attention cache, cross-attention cache)."""
+        self_cache, cross_cache = cache if cache is not None else (None, None)
+
+        def self_block(h: Tensor) -> Tensor:
+            return self.dropout1(self.self_attn(h, h, h, tgt_mask, cache=self_cache)[0])
+
+        def cross_block(h: Tensor) -> Tensor:
+            return self.dropout2(self.cross_attn(h, memory, memory, memory_mask, cache=cross_cache)[0])
+
+        if self.norm_first:
+            x = x + self_block(self.norm1(x))
+            x = x + cross_block(self.norm2(x))
+            return x + self.dropout3(self.ff(self.norm3(x)))
+        x = self.norm1(x + self_block(x))
+        x = self.norm2(x + cross_block(x))
+        return self.norm3(x + self.dropout3(self.ff(x)))
+
+
+class Encoder(nn.Module):
+    """A stack of :class:`EncoderLayer`, with a final norm in Pre-LN mode.
+
+    Shape:
+        x: ``(B, S, d_model)``; mask: broadcasting to ``(B, H, S, S)``; output: ``(B, S, d_model)``.
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        activation: str = "relu",
+        attention_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        check_positive_int("num_layers", num_layers)
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, attention_dropout)
+            for _ in range(num_layers)
+        )
+        self.norm = LayerNorm(d_model) if norm_first else None
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Run every layer in turn."""
+        for layer in self.layers:
+            x = layer(x, mask)
+        return x if self.norm is None else self.norm(x)
+
+
+class Decoder(nn.Module):
+    """A stack of :class:`DecoderLayer`, with a final norm in Pre-LN mode.
+
+    Shape:
+        x: ``(B, T, d_model)``; memory: ``(B, S, d_model)``; output: ``(B, T, d_model)``.
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        activation: str = "relu",
+        attention_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        check_positive_int("num_layers", num_layers)
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, attention_dropout)
+            for _ in range(num_layers)
+        )
+        self.norm = LayerNorm(d_model) if norm_first else None
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: list[tuple[KVCache, KVCache]] | None = None,
+    ) -> Tensor:
+        """Run every layer in turn; ``cache`` holds one (self, cross) pair per layer."""
+        for i, layer in enumerate(self.layers):
+            x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache[i])
+        return x if self.norm is None else self.norm(x)

@@ -1,0 +1,96 @@
+"""The encoder-decoder Transformer (Vaswani et al., 2017)."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from ._checks import check_token_ids
+from .config import TransformerConfig
+from .embedding import TokenEmbedding
+from .layers import Decoder, Encoder
+from .masks import padding_mask, target_mask
+from .multihead import KVCache
+from .positional import PositionalEncoding
+
+
+class Transformer(nn.Module):
+    """Embeddings + positional encoding, an encoder stack, a decoder stack and an output projection.
+
+    ``forward`` returns **logits** (unnormalised scores); apply ``cross_entropy`` to them, or
+    ``softmax`` only when you need probabilities.
+
+    Masks left as ``None`` are built from ``config.pad_id``: padding keys are hidden everywhere and
+    the decoder's self-attention is causal, so ``model(src, tgt)`` is always correct.
+
+    Shape:
+        src: ``(B, S)`` ids; tgt: ``(B, T)`` ids.
+        src_mask: bool broadcasting to ``(B, H, S, S)`` / ``(B, H, T, S)``, usually ``(B, 1, 1, S)``.
+        tgt_mask: bool broadcasting to ``(B, H, T, T)``, usually ``(B, 1, T, T)``.
+        output: ``(B, T, tgt_vocab_size)`` logits.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+        self.config = c = config
+        self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
+        self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
+        if c.share_embeddings:
+            self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
+        self.positional = PositionalEncoding(c.d_model, c.dropout, c.max_len)
+        layer_args = (c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.activation, c.attention_dropout)
+        self.encoder = Encoder(c.num_encoder_layers, *layer_args)
+        self.decoder = Decoder(c.num_decoder_layers, *layer_args)
+        self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        if c.tie_embeddings:
+            self.generator.weight = self.tgt_embed.embedding.weight
+        else:
+            nn.init.xavier_uniform_(self.generator.weight)
+
+    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        """Encode source ids into memory ``(B, S, d_model)``."""
+        check_token_ids("src", src, self.config.src_vocab_size)
+        if src_mask is None:
+            src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
+        return self.encoder(self.positional(self.src_embed(src)), src_mask)
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        cache: list[tuple[KVCache, KVCache]] | None = None,
+    ) -> Tensor:
+        """Decode target ids against ``memory``; return logits ``(B, T, tgt_vocab_size)``.
+
+        ``src_mask`` hides padded memory positions; ``None`` lets every position of ``memory`` be
+        attended (``decode`` cannot see the source ids; ``forward`` passes the right mask).
+        With a ``cache`` (see :func:`~transformer_lib.decoding.greedy_decode`), ``tgt`` holds only
+        the new positions and ``tgt_mask`` should be ``None``.
+        """
+        check_token_ids("tgt", tgt, self.config.tgt_vocab_size)
+        offset = 0
+        if cache is not None:
+            offset = cache[0][0].length if cache else 0
+        elif tgt_mask is None:
+            tgt_mask = target_mask(tgt, self.config.pad_id)  # (B, 1, T, T)
+        x = self.positional(self.tgt_embed(tgt), offset)  # (B, T, d_model)
+        return self.generator(self.decoder(x, memory, tgt_mask, src_mask, cache))  # (B, T, vocab)
+
+    def forward(
+        self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+    ) -> Tensor:
+        """Teacher-forced pass: logits for every target position."""
+        if src_mask is None:
+            src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
+        return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
+
+    def new_cache(self) -> list[tuple[KVCache, KVCache]]:
+        """Empty key/value caches for incremental decoding, one (self, cross) pair per decoder layer."""
+        return [(KVCache(), KVCache(static=True)) for _ in self.decoder.layers]
+
+    def num_parameters(self) -> int:
+        """Number of distinct trainable parameters (tied weights counted once)."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)

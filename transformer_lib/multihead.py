@@ -1,0 +1,160 @@
+"""Multi-head attention (多头注意力) with an optional key/value cache for decoding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ._checks import check_divisible, check_mask, check_positive_int, check_probability
+from .attention import scaled_dot_product_attention
+
+
+@dataclass
+class KVCache:
+    """Keys and values already projected, kept between decoding steps.
+
+    A *growing* cache (decoder self-attention) appends the new position's key and value at each
+    step. A *static* cache (cross-attention) is filled once from the encoder output and reused.
+
+    Shape:
+        key, value: ``(B, H, T_cached, d_k)``.
+    """
+
+    key: Tensor | None = None
+    value: Tensor | None = None
+    static: bool = False
+
+    @property
+    def length(self) -> int:
+        """Number of cached positions."""
+        return 0 if self.key is None else self.key.size(-2)
+
+    def reorder(self, index: Tensor) -> None:
+        """Select batch rows (beam search keeps the beams it extends). ``index``: ``(B_new,)``."""
+        if self.key is not None and self.value is not None:
+            self.key = self.key.index_select(0, index)
+            self.value = self.value.index_select(0, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """Project queries, keys and values into ``num_heads`` subspaces, attend in each, recombine.
+
+    ``head_i = Attention(Q W_q_i, K W_k_i, V W_v_i)``, ``output = concat(head_1..head_h) W_o``.
+    The per-head projections are stored as one ``nn.Linear(d_model, d_model)`` each for Q, K and V
+    (the head ``i`` weights are rows ``i*d_k:(i+1)*d_k``); in self-attention the three are applied
+    in a single matrix product, as ``nn.MultiheadAttention`` does.
+
+    Without ``need_weights`` the attention runs PyTorch's fused
+    ``F.scaled_dot_product_attention``; with it, the reference :func:`scaled_dot_product_attention`
+    so that the weights can be returned. Both agree (tested).
+
+    Args:
+        d_model: model width; must be divisible by ``num_heads``.
+        num_heads: number of heads ``h``; each has width ``d_k = d_model / h``.
+        dropout: dropout on the attention weights (training only).
+        bias: whether the four projections have biases.
+
+    Shape:
+        query: ``(B, T_q, d_model)``; key, value: ``(B, T_k, d_model)``.
+        mask: bool, ``True`` = may attend, broadcasting to ``(B, H, T_q, T_k)``.
+        output: ``(B, T_q, d_model)``; weights (if asked): ``(B, H, T_q, T_k)``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        check_positive_int("num_heads", num_heads)
+        self.d_k = check_divisible(d_model, num_heads)
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.dropout = check_probability("dropout", dropout)
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(proj.weight)
+            if proj.bias is not None:
+                nn.init.zeros_(proj.bias)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        batch, length, _ = x.shape
+        x = x.view(batch, length, self.num_heads, self.d_k)  # (B, T, d_model) -> (B, T, H, d_k)
+        return x.transpose(1, 2)  # (B, T, H, d_k) -> (B, H, T, d_k)
+
+    def _project(self, x: Tensor, projections: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
+        """Apply several projections to the same input in one matrix product."""
+        weight = torch.cat([p.weight for p in projections])  # (n * d_model, d_model)
+        biases = [p.bias for p in projections]
+        bias = None if biases[0] is None else torch.cat(biases)  # (n * d_model,)
+        fused = F.linear(x, weight, bias)  # (B, T, n * d_model)
+        return tuple(self._split_heads(part) for part in fused.chunk(len(projections), dim=-1))
+
+    def project_key_value(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Project keys and values once, e.g. the encoder output for a cross-attention cache.
+
+        Shape:
+            memory: ``(B, T_k, d_model)``; outputs: two ``(B, H, T_k, d_k)``.
+        """
+        key, value = self._project(memory, (self.k_proj, self.v_proj))
+        return key, value
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes.
+
+        With a ``cache``, only the new query positions are passed; a growing cache appends their
+        keys and values, a static cache is filled on first use and then reused (``key`` and
+        ``value`` are ignored once it is full).
+        """
+        if query.dim() != 3 or query.size(-1) != self.d_model:
+            raise ValueError(f"query must have shape (B, T_q, d_model={self.d_model}), got {tuple(query.shape)}")
+        if key.shape[:1] != query.shape[:1] or key.size(-1) != self.d_model or key.shape != value.shape:
+            raise ValueError(
+                f"key and value must both have shape (B={query.size(0)}, T_k, d_model={self.d_model}), "
+                f"got {tuple(key.shape)} and {tuple(value.shape)}"
+            )
+        if cache is not None and cache.static and cache.key is not None:
+            q = self._split_heads(self.q_proj(query))  # (B, H, T_q, d_k)
+            k, v = cache.key, cache.value
+        elif query is key and key is value:  # self-attention: one product for Q, K and V
+            q, k, v = self._project(query, (self.q_proj, self.k_proj, self.v_proj))
+        else:
+            q = self._split_heads(self.q_proj(query))  # (B, H, T_q, d_k)
+            if key is value:
+                k, v = self._project(key, (self.k_proj, self.v_proj))
+            else:
+                k, v = self._split_heads(self.k_proj(key)), self._split_heads(self.v_proj(value))
+        if cache is not None and not (cache.static and cache.key is not None):
+            if not cache.static and cache.key is not None and cache.value is not None:
+                k = torch.cat([cache.key, k], dim=-2)  # (B, H, T_cached + T_q, d_k)
+                v = torch.cat([cache.value, v], dim=-2)  # (B, H, T_cached + T_q, d_k)
+            cache.key, cache.value = k, v
+        assert v is not None
+        batch, t_q = query.shape[:2]
+        check_mask("mask", mask, (batch, self.num_heads, t_q, k.size(-2)))
+        dropout_p = self.dropout if self.training else 0.0
+        weights: Tensor | None = None
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)  # (B, H, T_q, d_k)
+        elif mask is None:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)  # (B, H, T_q, d_k)
+        else:
+            # A fully masked query row must give zeros, not NaN, on every backend: let such a row
+            # attend everywhere (any finite result) and zero it afterwards.
+            row_ok = mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
+            safe = mask | ~row_ok
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe, dropout_p=dropout_p)
+            out = out * row_ok  # (B, H, T_q, d_k)
+        out = out.transpose(1, 2).reshape(batch, t_q, self.d_model)  # (B, H, T_q, d_k) -> (B, T_q, d_model)
+        return self.out_proj(out), weights

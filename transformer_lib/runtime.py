@@ -1,0 +1,53 @@
+"""Where and how a run happens: device choice, seeding and the training profile.
+
+A building block with no model code: every layer above may use it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+PROFILES = ("smoke", "cpu", "gpu")
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """Return the device to run on: ``"auto"`` picks CUDA, then Apple's MPS, then the CPU.
+
+    Asking for a device that is not available is a ``ValueError`` that says so.
+    """
+    if name not in DEVICES:
+        raise ValueError(f"device={name!r} is not one of {list(DEVICES)}")
+    cuda = torch.cuda.is_available()
+    mps = bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+    if name == "auto":
+        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
+    if (name == "cuda" and not cuda) or (name == "mps" and not mps):
+        raise ValueError(f"device={name!r} was asked for but is not available on this machine")
+    return torch.device(name)
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python's, NumPy's and PyTorch's random number generators (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def default_profile(device: torch.device | None = None) -> str:
+    """The training profile for this run: ``"smoke"`` when the ``CI`` environment variable is set,
+    ``"gpu"`` on a CUDA device, else ``"cpu"``. ``TRANSFORMER_PROFILE`` overrides all three.
+    """
+    forced = os.environ.get("TRANSFORMER_PROFILE")
+    if forced:
+        if forced not in PROFILES:
+            raise ValueError(f"TRANSFORMER_PROFILE={forced!r} is not one of {list(PROFILES)}")
+        return forced
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        return "smoke"
+    device = device if device is not None else pick_device()
+    return "gpu" if device.type == "cuda" else "cpu"

@@ -4,21 +4,44 @@ Every name of the public contract (``shared/design/API.md``) is importable from 
 """
 
 from .attention import scaled_dot_product_attention
+from .batching import Batch, make_batch, token_batches
+from .bleu import BleuScore, corpus_bleu
 from .checkpoint import load_checkpoint, read_checkpoint_header, save_checkpoint
 from .config import TransformerConfig
+from .copy_task import CopyTaskSettings, copy_exact_match, run_copy_task
+from .decoding import beam_search, greedy_decode, length_penalty_factor, sequence_log_prob
 from .embedding import TokenEmbedding
 from .feedforward import FeedForward
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer
 from .masks import causal_mask, padding_mask, target_mask
 from .model import Transformer
+from .multi30k import ChecksumError, DownloadError, Multi30kError, load_multi30k, load_split
 from .multihead import KVCache, MultiHeadAttention
 from .norms import LayerNorm, RMSNorm
 from .positional import PositionalEncoding, sinusoidal_table
 from .schedule import noam_rate, noam_schedule
+from .tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
+from .training import TrainConfig, TrainResult, evaluate_loss, sequence_loss, train, train_state_path
+from .translation import TRANSLATION_PROFILES, TranslationProfile, run_translation, translate, translation_profile
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BleuScore",
+    "corpus_bleu",
+    "ChecksumError",
+    "DownloadError",
+    "Multi30kError",
+    "load_multi30k",
+    "load_split",
+    "BPETokenizer",
+    "train_bpe_tokenizer",
+    "train_translation_tokenizer",
+    "TRANSLATION_PROFILES",
+    "TranslationProfile",
+    "run_translation",
+    "translate",
+    "translation_profile",
     "Decoder",
     "DecoderLayer",
     "Encoder",
@@ -42,4 +65,20 @@ __all__ = [
     "scaled_dot_product_attention",
     "sinusoidal_table",
     "target_mask",
+    "Batch",
+    "make_batch",
+    "token_batches",
+    "TrainConfig",
+    "TrainResult",
+    "train",
+    "sequence_loss",
+    "evaluate_loss",
+    "train_state_path",
+    "greedy_decode",
+    "beam_search",
+    "sequence_log_prob",
+    "length_penalty_factor",
+    "CopyTaskSettings",
+    "run_copy_task",
+    "copy_exact_match",
 ]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from ._checks import check_token_ids
+from ._checks import check_mask, check_token_ids
 from .config import TransformerConfig
 from .embedding import TokenEmbedding
 from .layers import Decoder, Encoder
-from .masks import padding_mask, target_mask
+from .masks import causal_mask, padding_mask, target_mask
 from .multihead import KVCache
 from .positional import PositionalEncoding
 
@@ -51,8 +51,12 @@ class Transformer(nn.Module):
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """Encode source ids into memory ``(B, S, d_model)``."""
         check_token_ids("src", src, self.config.src_vocab_size)
+        if src.dim() != 2:
+            raise ValueError(f"src must be a (B, S) tensor of token ids, got shape {tuple(src.shape)}")
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
+        batch, length = src.shape
+        check_mask("src_mask", src_mask, (batch, self.config.num_heads, length, length))
         return self.encoder(self.positional(self.src_embed(src)), src_mask)
 
     def decode(
@@ -68,14 +72,22 @@ class Transformer(nn.Module):
         ``src_mask`` hides padded memory positions; ``None`` lets every position of ``memory`` be
         attended (``decode`` cannot see the source ids; ``forward`` passes the right mask).
         With a ``cache`` (see :func:`~transformer_lib.decoding.greedy_decode`), ``tgt`` holds only
-        the new positions and ``tgt_mask`` should be ``None``.
+        the new positions and ``tgt_mask`` should be ``None``: each new position then attends to
+        every cached position and to the new ones up to itself.
         """
         check_token_ids("tgt", tgt, self.config.tgt_vocab_size)
+        if tgt.dim() != 2:
+            raise ValueError(f"tgt must be a (B, T) tensor of token ids, got shape {tuple(tgt.shape)}")
         offset = 0
         if cache is not None:
             offset = cache[0][0].length if cache else 0
+            if tgt_mask is None and tgt.size(1) > 1:  # several new positions: causal among themselves
+                tgt_mask = causal_mask(offset + tgt.size(1), tgt.device)[offset:]  # (T, offset + T)
         elif tgt_mask is None:
             tgt_mask = target_mask(tgt, self.config.pad_id)  # (B, 1, T, T)
+        batch, length = tgt.shape
+        check_mask("tgt_mask", tgt_mask, (batch, self.config.num_heads, length, offset + length))
+        check_mask("src_mask", src_mask, (batch, self.config.num_heads, length, memory.size(1)))
         x = self.positional(self.tgt_embed(tgt), offset)  # (B, T, d_model)
         return self.generator(self.decoder(x, memory, tgt_mask, src_mask, cache))  # (B, T, vocab)
 
@@ -83,9 +95,10 @@ class Transformer(nn.Module):
         self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
     ) -> Tensor:
         """Teacher-forced pass: logits for every target position."""
+        memory = self.encode(src, src_mask)  # validates src first
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
-        return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
+        return self.decode(tgt, memory, src_mask, tgt_mask)
 
     def new_cache(self) -> list[tuple[KVCache, KVCache]]:
         """Empty key/value caches for incremental decoding, one (self, cross) pair per decoder layer."""

@@ -39,6 +39,23 @@ class KVCache:
             self.value = self.value.index_select(0, index)
 
 
+def guarded_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor, dropout_p: float = 0.0) -> Tensor:
+    """``F.scaled_dot_product_attention`` that gives a fully masked query row zeros, never NaN.
+
+    Such a row is let attend everywhere (any finite result), then zeroed. ``MultiHeadAttention``
+    uses it on backends where it has not been checked that PyTorch's kernels already do this; the
+    guard costs a reduction over the mask and a multiplication of the output.
+
+    Shape:
+        query: ``(B, H, T_q, d_k)``; key, value: ``(B, H, T_k, d_k)``;
+        mask: bool broadcasting to ``(B, H, T_q, T_k)``; output: ``(B, H, T_q, d_k)``.
+    """
+    row_ok = mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
+    safe = mask | ~row_ok  # (..., T_q, T_k)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=safe, dropout_p=dropout_p)
+    return out * row_ok  # (B, H, T_q, d_k)
+
+
 class MultiHeadAttention(nn.Module):
     """Project queries, keys and values into ``num_heads`` subspaces, attend in each, recombine.
 
@@ -49,7 +66,8 @@ class MultiHeadAttention(nn.Module):
 
     Without ``need_weights`` the attention runs PyTorch's fused
     ``F.scaled_dot_product_attention``; with it, the reference :func:`scaled_dot_product_attention`
-    so that the weights can be returned. Both agree (tested).
+    so that the weights can be returned. Both agree (tested), and both give a query row whose keys
+    are all masked a zero output (see :func:`guarded_attention`).
 
     Args:
         d_model: model width; must be divisible by ``num_heads``.
@@ -147,14 +165,11 @@ class MultiHeadAttention(nn.Module):
         weights: Tensor | None = None
         if need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)  # (B, H, T_q, d_k)
-        elif mask is None:
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)  # (B, H, T_q, d_k)
+        elif mask is None or q.device.type == "cpu":
+            # On the CPU, PyTorch (>= 2.5) already gives a fully masked query row a zero output and
+            # finite gradients (the tests check it), so the mask goes in as it is.
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # (B, H, T_q, d_k)
         else:
-            # A fully masked query row must give zeros, not NaN, on every backend: let such a row
-            # attend everywhere (any finite result) and zero it afterwards.
-            row_ok = mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
-            safe = mask | ~row_ok
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe, dropout_p=dropout_p)
-            out = out * row_ok  # (B, H, T_q, d_k)
+            out = guarded_attention(q, k, v, mask, dropout_p)  # (B, H, T_q, d_k)
         out = out.transpose(1, 2).reshape(batch, t_q, self.d_model)  # (B, H, T_q, d_k) -> (B, T_q, d_model)
         return self.out_proj(out), weights

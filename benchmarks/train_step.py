@@ -1,0 +1,240 @@
+"""Time one training step of transformer_lib's Transformer against the same model built on torch.nn.Transformer.
+
+A training step is: forward, cross-entropy (label smoothing 0.1), backward, Adam step. Both models have the
+same shape and parameter count (sqrt(d_model)-scaled embeddings, sinusoidal positional encoding, Post-LN
+layers, output projection tied to the target embedding); before timing, the script copies our weights into
+the PyTorch model and checks that both give the same logits, so the two really compute the same function.
+
+The two models are timed alternately, step by step, in one process after a warm-up, and the medians are
+reported: the machine is shared, so single timings are noisy. Not run by the tests.
+
+    .venv/bin/python benchmarks/train_step.py --repeats 40
+
+Note: ``nn.Transformer`` applies its ``dropout`` to the attention weights too; the paper (and
+``transformer_lib`` by default, ``attention_dropout=0``) does not. ``--torch-attention-dropout 0`` makes the
+two compute exactly the same thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer_lib import Transformer, TransformerConfig, causal_mask, sinusoidal_table
+
+
+class TorchTransformer(nn.Module):
+    """``nn.Transformer`` wrapped with the same embeddings, positional encoding and output projection as ours."""
+
+    def __init__(self, c: TransformerConfig, attention_dropout: float) -> None:
+        super().__init__()
+        self.pad_id = c.pad_id
+        self.scale = math.sqrt(c.d_model)
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
+        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
+        self.register_buffer("pe", sinusoidal_table(c.max_len, c.d_model), persistent=False)
+        self.dropout = nn.Dropout(c.dropout)
+
+        def final_norm() -> nn.LayerNorm | None:  # nn.Transformer's own default adds one even in Post-LN
+            return nn.LayerNorm(c.d_model) if c.norm_first else None
+
+        layer_args = dict(
+            d_model=c.d_model,
+            nhead=c.num_heads,
+            dim_feedforward=c.d_ff,
+            dropout=c.dropout,
+            activation=c.activation,
+            batch_first=True,
+            norm_first=c.norm_first,
+        )
+        encoder = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(**layer_args), c.num_encoder_layers, final_norm(), enable_nested_tensor=False
+        )
+        decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(**layer_args), c.num_decoder_layers, final_norm())
+        self.transformer = nn.Transformer(
+            d_model=c.d_model,
+            nhead=c.num_heads,
+            dropout=c.dropout,
+            batch_first=True,
+            custom_encoder=encoder,
+            custom_decoder=decoder,
+        )
+        for module in self.transformer.modules():
+            if isinstance(module, nn.MultiheadAttention):
+                module.dropout = attention_dropout
+        self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        if c.tie_embeddings:
+            self.generator.weight = self.tgt_embed.weight
+
+    def embed(self, embedding: nn.Embedding, tokens: Tensor) -> Tensor:
+        return self.dropout(embedding(tokens) * self.scale + self.pe[: tokens.size(1)])  # (B, T, d_model)
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        src_pad, tgt_pad = src == self.pad_id, tgt == self.pad_id  # (B, S), (B, T); True = padding
+        blocked = ~causal_mask(tgt.size(1), tgt.device)  # (T, T); True = may not attend
+        out = self.transformer(
+            self.embed(self.src_embed, src),
+            self.embed(self.tgt_embed, tgt),
+            tgt_mask=blocked,
+            src_key_padding_mask=src_pad,
+            tgt_key_padding_mask=tgt_pad,
+            memory_key_padding_mask=src_pad,
+            tgt_is_causal=True,
+        )
+        return self.generator(out)  # (B, T, vocab)
+
+
+def torch_state_dict(ours: Transformer) -> dict[str, Tensor]:
+    """Rename our parameters to the wrapper's (fusing Q/K/V projections into ``in_proj``)."""
+    out: dict[str, Tensor] = {}
+    fused: dict[tuple[str, str], dict[str, Tensor]] = {}
+    for key, value in ours.state_dict().items():
+        key = key.replace("embed.embedding.", "embed.").replace("ff.linear", "linear")
+        key = key.replace("cross_attn.", "multihead_attn.")
+        key = re.sub(r"^(encoder|decoder)\.", r"transformer.\1.", key)
+        match = re.fullmatch(r"(.*)([qkv])_proj\.(weight|bias)", key)
+        if match:
+            fused.setdefault((match[1], match[3]), {})[match[2]] = value
+        else:
+            out[key] = value
+    for (prefix, kind), parts in fused.items():
+        out[f"{prefix}in_proj_{kind}"] = torch.cat([parts["q"], parts["k"], parts["v"]])
+    return out
+
+
+def train_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, src: Tensor, tgt: Tensor, pad_id: int
+) -> tuple[float, float]:
+    """One step; returns its wall time and the process's CPU time, in milliseconds."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    optimizer.zero_grad(set_to_none=True)
+    logits = model(src, tgt[:, :-1])  # (B, T - 1, vocab)
+    loss = F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1), ignore_index=pad_id, label_smoothing=0.1
+    )
+    loss.backward()
+    optimizer.step()
+    return (time.perf_counter() - start) * 1000.0, (time.process_time() - cpu_start) * 1000.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=40, help="timed steps per model (after warm-up)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps per model first")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--length", type=int, default=30)
+    parser.add_argument("--norm-first", action="store_true", help="Pre-LN instead of the paper's Post-LN")
+    parser.add_argument("--fused-adam", action="store_true", help="Adam(fused=True) for both models")
+    parser.add_argument("--attention-dropout", type=float, default=0.0, help="ours (the paper: 0)")
+    parser.add_argument(
+        "--torch-attention-dropout", type=float, default=None, help="nn.Transformer's (default: its own, = dropout)"
+    )
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    config = TransformerConfig(
+        src_vocab_size=4000,
+        tgt_vocab_size=4000,
+        d_model=256,
+        num_heads=4,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        d_ff=1024,
+        dropout=0.1,
+        max_len=512,
+        norm_first=args.norm_first,
+        attention_dropout=args.attention_dropout,
+    )
+    torch_attention_dropout = config.dropout if args.torch_attention_dropout is None else args.torch_attention_dropout
+    ours = Transformer(config)
+    theirs = TorchTransformer(config, torch_attention_dropout)
+    theirs.load_state_dict(torch_state_dict(ours))
+    n_ours, n_theirs = ours.num_parameters(), sum(p.numel() for p in theirs.parameters())
+    if n_ours != n_theirs:
+        raise SystemExit(f"parameter counts differ: ours {n_ours:,}, nn.Transformer {n_theirs:,}")
+
+    src = torch.randint(1, config.src_vocab_size, (args.batch, args.length))
+    tgt = torch.randint(1, config.tgt_vocab_size, (args.batch, args.length + 1))  # shifted into input/label
+    for row in range(0, args.batch, 4):  # some padding, as in a real batch
+        src[row, args.length - 1 - row % 7 :] = config.pad_id
+        tgt[row, args.length - row % 5 :] = config.pad_id
+    ours.eval(), theirs.eval()
+    with torch.no_grad():
+        difference = (ours(src[:4], tgt[:4, :-1]) - theirs(src[:4], tgt[:4, :-1])).abs().max().item()
+    if difference > 1e-3:
+        raise SystemExit(f"the two models disagree after copying weights: max |logit difference| {difference:.2e}")
+    ours.train(), theirs.train()
+
+    models = {"ours": ours, "torch": theirs}
+    optimizers = {
+        name: torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=args.fused_adam)
+        for name, model in models.items()
+    }
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in models}
+    for _ in range(args.warmup):
+        for name, model in models.items():
+            train_step(model, optimizers[name], src, tgt, config.pad_id)
+    for repeat in range(args.repeats):
+        order = ("ours", "torch") if repeat % 2 == 0 else ("torch", "ours")  # alternate who goes first
+        for name in order:
+            times[name].append(train_step(models[name], optimizers[name], src, tgt, config.pad_id))
+
+    wall = {name: [w for w, _ in t] for name, t in times.items()}
+    medians = {name: statistics.median(t) for name, t in wall.items()}
+    quartiles = {name: statistics.quantiles(t, n=4) for name, t in wall.items()}
+    cpu_medians = {name: statistics.median(c for _, c in t) for name, t in times.items()}
+    ratio = medians["ours"] / medians["torch"]
+    cpu_ratio = cpu_medians["ours"] / cpu_medians["torch"]
+    machine = platform.processor() or platform.machine()
+    print(f"machine: {machine}, {os.cpu_count()} CPUs, torch {torch.__version__}, threads {args.threads}")
+    print(f"seed {args.seed}, batch {args.batch} x length {args.length}, {n_ours:,} parameters each")
+    print(f"attention dropout: ours {config.attention_dropout}, nn.Transformer {torch_attention_dropout}")
+    print(f"optimizer: Adam{' (fused)' if args.fused_adam else ''}; {args.warmup} warm-up steps each")
+    print(f"max |logit difference| with copied weights (eval): {difference:.1e}")
+    for name in models:
+        q1, _, q3 = quartiles[name]
+        print(
+            f"{name:>6}: median {medians[name]:7.1f} ms/step (IQR {q1:.1f}-{q3:.1f}) over {args.repeats} steps; "
+            f"CPU time {cpu_medians[name]:.1f} ms/step"
+        )
+    print(f"ratio ours / PyTorch: {ratio:.3f} (wall), {cpu_ratio:.3f} (CPU time)")
+    result = {
+        "ours_ms": round(medians["ours"], 2),
+        "torch_ms": round(medians["torch"], 2),
+        "ratio": round(ratio, 4),
+        "ours_cpu_ms": round(cpu_medians["ours"], 2),
+        "torch_cpu_ms": round(cpu_medians["torch"], 2),
+        "cpu_ratio": round(cpu_ratio, 4),
+        "fused_adam": args.fused_adam,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "threads": args.threads,
+        "seed": args.seed,
+        "batch": args.batch,
+        "length": args.length,
+        "norm_first": args.norm_first,
+        "attention_dropout": config.attention_dropout,
+        "torch_attention_dropout": torch_attention_dropout,
+        "params": n_ours,
+        "machine": machine,
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""Shared pytest fixtures (kept small; other test files may add their own)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from transformer_lib import Transformer, TransformerConfig
+
+TINY = dict(
+    src_vocab_size=11,
+    tgt_vocab_size=13,
+    d_model=16,
+    num_heads=2,
+    num_encoder_layers=2,
+    num_decoder_layers=2,
+    d_ff=32,
+    dropout=0.0,
+    max_len=64,
+)
+
+
+@pytest.fixture
+def tiny_config() -> Callable[..., TransformerConfig]:
+    """Factory: a small config (dropout 0) with any field overridden by keyword."""
+
+    def make(**overrides: Any) -> TransformerConfig:
+        return TransformerConfig(**{**TINY, **overrides})
+
+    return make
+
+
+@pytest.fixture
+def tiny_model(tiny_config: Callable[..., TransformerConfig]) -> Callable[..., Transformer]:
+    """Factory: a seeded float64 model in eval mode built from ``tiny_config(**overrides)``."""
+
+    def make(seed: int = 0, **overrides: Any) -> Transformer:
+        torch.manual_seed(seed)
+        return Transformer(tiny_config(**overrides)).double().eval()
+
+    return make

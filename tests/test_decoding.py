@@ -1,0 +1,205 @@
+"""Greedy and beam search: output format, cache equivalence, beam quality, argument checks."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from transformer_lib import Transformer, TransformerConfig
+from transformer_lib.decoding import beam_search, greedy_decode, length_penalty_factor, sequence_log_prob
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: extra threads only fight over the shared CPU."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def random_model(seed: int, norm_first: bool = False, vocab: int = 20) -> Transformer:
+    torch.manual_seed(seed)
+    config = TransformerConfig(
+        src_vocab_size=vocab,
+        tgt_vocab_size=vocab,
+        d_model=32,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=64,
+        dropout=0.1,
+        max_len=64,
+        norm_first=norm_first,
+    )
+    model = Transformer(config)
+    with torch.no_grad():  # sharper output distributions: fewer near-ties, more early eos
+        model.generator.weight.mul_(4.0)
+    return model
+
+
+def padded_sources(seed: int, batch: int = 6, vocab: int = 20) -> Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.randint(3, vocab, (batch, 9), generator=generator)  # (B, S)
+    lengths = torch.randint(3, 10, (batch,), generator=generator)
+    src[torch.arange(9)[None, :] >= lengths[:, None]] = PAD  # right padding of various lengths
+    return src
+
+
+def check_format(out: Tensor, max_len: int) -> None:
+    assert out.dtype == torch.long and out.size(1) <= max_len
+    assert (out[:, 0] == BOS).all()
+    for row in out.tolist():
+        body = row[1:]
+        if EOS in body:
+            end = body.index(EOS)
+            assert all(t == PAD for t in body[end + 1 :]), row
+            body = body[:end]
+        assert PAD not in body and BOS not in body[:0], row
+
+
+class BigramModel(nn.Module):
+    """A hand-built 'model' whose next-token distribution depends only on the previous token.
+
+    From bos: a 0.6, b 0.4. From a: a 0.35, b 0.33, eos 0.32 (every continuation is poor).
+    From b: eos 0.9. Greedy picks a, then a, a, a ... (never eos); the best sequence is b eos.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(pad_id=PAD, tgt_vocab_size=5)
+        probs = torch.full((5, 5), 1e-6)
+        probs[BOS, 3], probs[BOS, 4] = 0.6, 0.4
+        probs[3, 3], probs[3, 4], probs[3, EOS] = 0.35, 0.33, 0.32
+        probs[4, EOS], probs[4, 3], probs[4, 4] = 0.9, 0.05, 0.05
+        probs[EOS, 3], probs[PAD, 3] = 1.0, 1.0
+        self.register_buffer("table", (probs / probs.sum(-1, keepdim=True)).log())
+
+    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        return torch.zeros(src.size(0), src.size(1), 1)
+
+    def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None) -> Tensor:
+        return self.table[tgt]  # (B, T) -> (B, T, V)
+
+    def new_cache(self) -> list:
+        return []
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_greedy_is_argmax_of_teacher_forced_logits_and_well_formed(norm_first):
+    model = random_model(1, norm_first)
+    src = padded_sources(1)
+    out = greedy_decode(model, src, 15, BOS, EOS)
+    check_format(out, 15)
+    model.eval()
+    with torch.no_grad():
+        logits = model(src, out[:, :-1])  # (B, L-1, V)
+    logits[..., PAD] = -math.inf
+    predicted = logits.argmax(-1)
+    live = torch.cumsum((out[:, :-1] == EOS).long(), dim=1) == 0  # positions before the row's eos
+    live &= out[:, :-1] != PAD
+    assert live.sum() > 20
+    assert torch.equal(predicted[live], out[:, 1:][live])
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cached_and_uncached_decoding_give_identical_tokens(norm_first, seed):
+    model = random_model(seed, norm_first)
+    src = padded_sources(seed)
+    cached = greedy_decode(model, src, 20, BOS, EOS, use_cache=True)
+    uncached = greedy_decode(model, src, 20, BOS, EOS, use_cache=False)
+    assert torch.equal(cached, uncached)
+    beam_cached, s1 = beam_search(model, src, 3, 20, BOS, EOS, use_cache=True, return_scores=True)
+    beam_uncached, s2 = beam_search(model, src, 3, 20, BOS, EOS, use_cache=False, return_scores=True)
+    assert torch.equal(beam_cached, beam_uncached)
+    torch.testing.assert_close(s1, s2, rtol=1e-4, atol=1e-4)
+    check_format(beam_cached, 20)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 4])
+def test_beam_size_one_equals_greedy(seed):
+    model = random_model(seed)
+    src = padded_sources(seed, batch=8)
+    greedy, greedy_scores = greedy_decode(model, src, 16, BOS, EOS, return_scores=True)
+    beam, beam_scores = beam_search(model, src, 1, 16, BOS, EOS, length_penalty=0.0, return_scores=True)
+    assert torch.equal(beam, greedy)
+    torch.testing.assert_close(beam_scores, greedy_scores, rtol=1e-5, atol=1e-5)
+    # with a length penalty the chosen tokens do not change either (one hypothesis per row)
+    assert torch.equal(beam_search(model, src, 1, 16, BOS, EOS, length_penalty=0.6), greedy)
+
+
+def test_some_rows_stop_early_and_decoding_ends_when_all_rows_are_done():
+    model = BigramModel()
+    src = torch.ones(2, 3, dtype=torch.long)
+    out = beam_search(model, src, 2, 30, BOS, EOS)
+    assert out.tolist() == [[BOS, 4, EOS]] * 2  # stopped long before max_len
+    greedy = greedy_decode(model, src, 30, BOS, EOS)
+    assert greedy.shape == (2, 30) and EOS not in greedy.tolist()[0]  # greedy never finds eos here
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6])
+def test_beam_search_finds_a_more_probable_sequence_than_greedy(length_penalty):
+    model = BigramModel()
+    src = torch.ones(1, 4, dtype=torch.long)
+    greedy = greedy_decode(model, src, 8, BOS, EOS)
+    beam, score = beam_search(model, src, 2, 8, BOS, EOS, length_penalty=length_penalty, return_scores=True)
+    assert greedy.tolist() == [[BOS, 3, 3, 3, 3, 3, 3, 3]]
+    assert beam.tolist() == [[BOS, 4, EOS]]
+    lp_greedy = sequence_log_prob(model, src, greedy, EOS)
+    lp_beam = sequence_log_prob(model, src, beam, EOS)
+    assert lp_beam.item() > lp_greedy.item() + 4.0
+    torch.testing.assert_close(lp_beam, torch.tensor([math.log(0.4 * 0.9)]), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(score, lp_beam / length_penalty_factor(2, length_penalty))
+
+
+def test_beam_scores_are_length_normalised_sequence_log_probs():
+    model = random_model(5)
+    src = padded_sources(5)
+    out, scores = beam_search(model, src, 4, 12, BOS, EOS, length_penalty=0.6, return_scores=True)
+    log_probs = sequence_log_prob(model, src, out, EOS)
+    lengths = torch.tensor([(row[1:].tolist() + [PAD]).index(PAD) for row in out], dtype=torch.float32)
+    torch.testing.assert_close(scores, log_probs / length_penalty_factor(lengths, 0.6), rtol=1e-4, atol=1e-4)
+
+
+def test_wider_beam_never_scores_below_greedy_on_average():
+    # Not a theorem per row, but over many rows a beam of 4 must find sequences at least as likely.
+    model = random_model(6)
+    src = padded_sources(6, batch=16)
+    greedy = greedy_decode(model, src, 12, BOS, EOS)
+    beam = beam_search(model, src, 4, 12, BOS, EOS, length_penalty=0.0)
+    assert sequence_log_prob(model, src, beam, EOS).mean() >= sequence_log_prob(model, src, greedy, EOS).mean()
+
+
+def test_decoding_restores_training_mode_and_needs_no_grad():
+    model = random_model(0)
+    model.train()
+    out = greedy_decode(model, padded_sources(0), 6, BOS, EOS)
+    assert model.training and not out.requires_grad
+    beam_search(model, padded_sources(0), 2, 6, BOS, EOS)
+    assert model.training
+
+
+def test_bad_arguments_raise_clear_errors():
+    model = random_model(0)
+    src = padded_sources(0)
+    with pytest.raises(TypeError, match="src"):
+        greedy_decode(model, src.float(), 5, BOS, EOS)
+    with pytest.raises(ValueError, match="src"):
+        greedy_decode(model, src[0], 5, BOS, EOS)
+    with pytest.raises(ValueError, match="max_len"):
+        greedy_decode(model, src, 0, BOS, EOS)
+    with pytest.raises(ValueError, match="bos_id"):
+        greedy_decode(model, src, 5, PAD, EOS)
+    with pytest.raises(ValueError, match="eos_id"):
+        greedy_decode(model, src, 5, BOS, 99)
+    with pytest.raises(ValueError, match="beam_size"):
+        beam_search(model, src, 0, 5, BOS, EOS)
+    with pytest.raises(ValueError, match="length_penalty"):
+        beam_search(model, src, 2, 5, BOS, EOS, length_penalty=-1.0)

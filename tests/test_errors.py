@@ -1,0 +1,155 @@
+"""Bad arguments fail early with a ValueError/TypeError whose message names the argument."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+from safetensors.torch import save_file, save_model
+
+from transformer_lib import (
+    MultiHeadAttention,
+    PositionalEncoding,
+    Transformer,
+    TransformerConfig,
+    causal_mask,
+    load_checkpoint,
+    save_checkpoint,
+    scaled_dot_product_attention,
+    sinusoidal_table,
+)
+from transformer_lib.checkpoint import FORMAT
+
+
+def test_d_model_not_divisible_by_heads() -> None:
+    # the tutorial's default (source error 7): 512 / 6 heads would silently give 85-wide heads
+    with pytest.raises(ValueError, match="d_model=512 is not divisible by num_heads=6"):
+        MultiHeadAttention(512, 6)
+    with pytest.raises(ValueError, match="d_model=512 is not divisible by num_heads=6"):
+        TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=512, num_heads=6)
+
+
+def test_odd_d_model() -> None:
+    with pytest.raises(ValueError, match="d_model=7 must be even"):
+        sinusoidal_table(10, 7)
+    with pytest.raises(ValueError, match="d_model=7 must be even"):
+        PositionalEncoding(7)
+    with pytest.raises(ValueError, match="d_model=9 must be even"):
+        TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=9, num_heads=3)
+
+
+def test_sequence_longer_than_max_len(tiny_model) -> None:
+    model = tiny_model(max_len=8)
+    ok = torch.ones(1, 8, dtype=torch.long)
+    model(ok, ok)  # exactly max_len is fine
+    too_long = torch.ones(1, 9, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"length 9 exceeds max_len=8"):
+        model(too_long, ok)
+    with pytest.raises(ValueError, match=r"length 9 exceeds max_len=8"):
+        model(ok, too_long)
+
+
+def test_float_token_ids(tiny_model) -> None:
+    model = tiny_model()
+    ids = torch.ones(2, 4, dtype=torch.long)
+    with pytest.raises(TypeError, match=r"src must hold integer token ids.*float"):
+        model(ids.float(), ids)
+    with pytest.raises(TypeError, match=r"tgt must hold integer token ids.*float"):
+        model(ids, ids.double())
+    with pytest.raises(TypeError, match=r"tokens must be a torch.Tensor"):
+        model.src_embed([[1, 2]])
+
+
+def test_token_ids_out_of_range(tiny_model) -> None:
+    model = tiny_model()  # src_vocab_size=11, tgt_vocab_size=13
+    ids = torch.ones(2, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"src has ids in \[1, 11\].*vocab_size=11"):
+        model(torch.tensor([[1, 11]]), ids[:1])
+    with pytest.raises(ValueError, match=r"tgt has ids in \[-1, 1\].*vocab_size=13"):
+        model(ids, torch.tensor([[1, -1], [1, 1]]))
+    with pytest.raises(ValueError, match=r"src must be a \(B, S\) tensor"):
+        model(torch.ones(4, dtype=torch.long), ids)
+
+
+def test_mask_that_cannot_broadcast(tiny_model) -> None:
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 5, 8)
+    with pytest.raises(ValueError, match=r"mask has shape \(2, 1, 1, 6\).*\(2, 2, 5, 5\)"):
+        mha(x, x, x, torch.ones(2, 1, 1, 6, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"mask has shape \(3, 5, 5\)"):
+        scaled_dot_product_attention(x, x, x, torch.ones(3, 5, 5, dtype=torch.bool))
+    model = tiny_model()
+    ids = torch.ones(2, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"src_mask has shape \(2, 1, 1, 5\)"):
+        model(ids, ids, src_mask=torch.ones(2, 1, 1, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"tgt_mask has shape \(3, 3\)"):
+        model(ids, ids, tgt_mask=causal_mask(3))
+
+
+def test_non_bool_mask(tiny_model) -> None:
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 5, 8)
+    additive = torch.zeros(5, 5).masked_fill(~causal_mask(5), float("-inf"))
+    for need_weights in (False, True):
+        with pytest.raises(TypeError, match=r"mask must be a bool tensor.*float32"):
+            mha(x, x, x, additive, need_weights=need_weights)
+    with pytest.raises(TypeError, match=r"mask must be a bool tensor.*int64"):
+        scaled_dot_product_attention(x, x, x, torch.ones(5, 5, dtype=torch.long))
+    ids = torch.ones(2, 4, dtype=torch.long)
+    with pytest.raises(TypeError, match=r"tgt_mask must be a bool tensor"):
+        tiny_model()(ids, ids, tgt_mask=causal_mask(4).float())
+
+
+def test_truncated_checkpoint(tiny_model, tmp_path) -> None:
+    path = save_checkpoint(tiny_model(), tmp_path / "model.safetensors", epoch=1)
+    data = path.read_bytes()
+    broken = tmp_path / "broken.safetensors"
+    for size in (0, 5, 100, len(data) // 2, len(data) - 1):
+        broken.write_bytes(data[:size])
+        with pytest.raises(ValueError, match=re.escape(str(broken))):
+            load_checkpoint(broken)
+
+
+def test_file_that_is_not_a_checkpoint(tiny_model, tmp_path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("Ein Mann fährt Fahrrad.\n" * 20)
+    with pytest.raises(ValueError, match=re.escape(str(text))):
+        load_checkpoint(text)
+    other = tmp_path / "other.safetensors"  # a valid safetensors file, not written by save_checkpoint
+    save_file({"weight": torch.zeros(3)}, str(other))
+    with pytest.raises(ValueError, match=r"not written by save_checkpoint"):
+        load_checkpoint(other)
+    with pytest.raises(FileNotFoundError, match="missing"):
+        load_checkpoint(tmp_path / "missing.safetensors")
+
+
+def test_checkpoint_weights_that_do_not_match_config(tiny_model, tiny_config, tmp_path) -> None:
+    path = tmp_path / "mismatch.safetensors"
+    header = {"format": FORMAT, "config": json.dumps(tiny_config(d_model=32).to_dict()), "metadata": "{}"}
+    save_model(tiny_model(), str(path), metadata=header)
+    with pytest.raises(ValueError, match=re.escape(str(path))):
+        load_checkpoint(path)
+
+
+def test_config_unknown_fields(tiny_config) -> None:
+    values = tiny_config().to_dict()
+    with pytest.raises(ValueError, match=r"unknown TransformerConfig fields \['d_modle'\]"):
+        TransformerConfig.from_dict({**values, "d_modle": 64})
+    assert TransformerConfig.from_dict(values) == tiny_config()
+
+
+def test_bad_config_values(tiny_config) -> None:
+    with pytest.raises(TypeError, match=r"num_heads must be an int"):
+        tiny_config(num_heads=2.0)
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got dropout=1.5"):
+        tiny_config(dropout=1.5)
+    with pytest.raises(ValueError, match=r"activation='swish'"):
+        tiny_config(activation="swish")
+    with pytest.raises(ValueError, match=r"pad_id=11 must be a valid id of src_vocab_size=11"):
+        tiny_config(pad_id=11)
+    with pytest.raises(ValueError, match=r"share_embeddings=True needs src_vocab_size == tgt_vocab_size"):
+        tiny_config(share_embeddings=True)
+    with pytest.raises(TypeError, match=r"config must be a TransformerConfig"):
+        Transformer(tiny_config().to_dict())

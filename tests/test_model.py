@@ -1,0 +1,127 @@
+"""Whole-model properties: causality, padding invariance, logits, weight tying, KV-cached decoding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from transformer_lib import Transformer, padding_mask
+
+PAD = 0
+
+
+def ids(batch: int, length: int, vocab: int, seed: int = 0) -> torch.Tensor:
+    """Random non-padding ids in ``[1, vocab)``."""
+    return torch.randint(1, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a - b).abs().max().item()
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_target_token_only_affects_later_positions(tiny_model, norm_first: bool) -> None:
+    model = tiny_model(norm_first=norm_first)
+    src, tgt = ids(2, 7, 11), ids(2, 6, 13, seed=1)
+    logits = model(src, tgt)
+    for t in range(6):
+        changed = tgt.clone()
+        changed[:, t] = changed[:, t] % 12 + 1  # another non-padding token
+        new = model(src, changed)
+        assert_close(new[:, :t], logits[:, :t], rtol=0, atol=1e-12)  # the past does not see the future
+        for later in range(t, 6):
+            assert max_diff(new[:, later], logits[:, later]) > 1e-6, f"position {later} ignores token {t}"
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_source_padding_does_not_change_logits(tiny_model, norm_first: bool) -> None:
+    model = tiny_model(norm_first=norm_first)
+    src, tgt = ids(2, 5, 11), ids(2, 4, 13, seed=1)
+    padded = torch.cat([src, torch.full((2, 3), PAD)], dim=1)
+    assert_close(model(padded, tgt), model(src, tgt), rtol=0, atol=1e-10)
+    # ...and padding of a different length in each row of the same batch
+    ragged = padded.clone()
+    ragged[1, 3:] = PAD
+    alone = model(src[1:, :3], tgt[1:])
+    assert_close(model(ragged, tgt)[1:], alone, rtol=0, atol=1e-10)
+
+
+def test_source_changes_logits(tiny_model) -> None:
+    model = tiny_model()
+    src, tgt = ids(2, 5, 11), ids(2, 4, 13, seed=1)
+    changed = src.clone()
+    changed[:, 2] = changed[:, 2] % 10 + 1
+    assert max_diff(model(changed, tgt), model(src, tgt)) > 1e-4
+    assert max_diff(model(src.flip(1), tgt), model(src, tgt)) > 1e-4  # order matters (positional encoding)
+
+
+def test_encode_then_decode_equals_forward(tiny_model) -> None:
+    model = tiny_model()
+    src, tgt = ids(2, 6, 11), ids(2, 5, 13, seed=1)
+    src[0, 4:] = PAD
+    src_mask = padding_mask(src, PAD)
+    split = model.decode(tgt, model.encode(src, src_mask), src_mask)
+    assert_close(split, model(src, tgt), rtol=0, atol=1e-12)
+    # without the source mask the padded memory would be attended: proves the mask reaches decode
+    assert max_diff(model.decode(tgt, model.encode(src, src_mask)), split) > 1e-6
+
+
+def test_outputs_are_logits(tiny_model) -> None:
+    model = tiny_model()
+    logits = model(ids(2, 6, 11), ids(2, 5, 13, seed=1))
+    assert (logits < 0).any()
+    assert not torch.allclose(logits.sum(-1), torch.ones_like(logits[..., 0]), atol=1e-3)
+    assert max_diff(logits.log_softmax(-1), logits) > 1e-3
+
+
+def test_tied_and_shared_embeddings_count_parameters_once(tiny_config) -> None:
+    d_model, vocab = 16, 13
+    untied = Transformer(tiny_config(src_vocab_size=vocab, tie_embeddings=False))
+    tied = Transformer(tiny_config(src_vocab_size=vocab, tie_embeddings=True))
+    shared = Transformer(tiny_config(src_vocab_size=vocab, tie_embeddings=True, share_embeddings=True))
+    assert untied.num_parameters() - tied.num_parameters() == vocab * d_model
+    assert tied.num_parameters() - shared.num_parameters() == vocab * d_model
+    assert tied.generator.weight is tied.tgt_embed.embedding.weight
+    assert shared.src_embed.embedding.weight is shared.tgt_embed.embedding.weight
+    assert untied.generator.weight is not untied.tgt_embed.embedding.weight
+    assert untied.num_parameters() == sum(p.numel() for p in untied.parameters())
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_kv_cached_decoding_equals_full_decoding(tiny_model, norm_first: bool) -> None:
+    model = tiny_model(norm_first=norm_first)
+    src, tgt = ids(3, 6, 11), ids(3, 7, 13, seed=1)
+    src[1, 3:] = PAD
+    src_mask = padding_mask(src, PAD)
+    memory = model.encode(src, src_mask)
+    full = model.decode(tgt, memory, src_mask)
+    cache = model.new_cache()
+    steps = []
+    for t in range(tgt.size(1)):
+        steps.append(model.decode(tgt[:, t : t + 1], memory, src_mask, cache=cache))
+        assert cache[0][0].length == t + 1 and cache[-1][1].length == src.size(1)
+    assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-10)
+
+
+def test_cache_reorder_selects_batch_rows(tiny_model) -> None:
+    model = tiny_model()
+    src, tgt = ids(2, 5, 11), ids(2, 4, 13, seed=1)
+    memory = model.encode(src)
+    cache = model.new_cache()
+    prefill = model.decode(tgt[:, :3], memory, cache=cache)  # several positions at once: still causal
+    assert_close(prefill, model.decode(tgt[:, :3], memory), rtol=0, atol=1e-10)
+    index = torch.tensor([1, 1, 0])
+    for self_cache, cross_cache in cache:
+        self_cache.reorder(index)
+        cross_cache.reorder(index)
+    step = model.decode(tgt[index, 3:4], memory[index], cache=cache)
+    assert_close(step, model.decode(tgt[index], memory[index])[:, 3:4], rtol=0, atol=1e-10)
+
+
+def test_model_is_deterministic_in_eval_and_random_in_train(tiny_model) -> None:
+    model = tiny_model(dropout=0.3)
+    src, tgt = ids(2, 5, 11), ids(2, 4, 13, seed=1)
+    assert torch.equal(model(src, tgt), model(src, tgt))
+    model.train()
+    assert max_diff(model(src, tgt), model(src, tgt)) > 1e-6

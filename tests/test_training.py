@@ -1,0 +1,412 @@
+"""The training loop, the loss, batching, and exact resumption from checkpoints."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors import safe_open
+
+from transformer_lib import Transformer, TransformerConfig, noam_rate
+from transformer_lib.batching import Batch, make_batch, token_batches
+from transformer_lib.copy_task import copy_batch
+from transformer_lib.training import (
+    TrainConfig,
+    TrainResult,
+    evaluate_loss,
+    sequence_loss,
+    train,
+    train_state_path,
+)
+
+PAD, BOS, EOS = 0, 1, 2
+VOCAB = 13
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny tensors: extra threads only fight over the shared CPU."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def small_model(seed: int = 0, dropout: float = 0.0, norm_first: bool = True) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(
+        TransformerConfig(
+            src_vocab_size=VOCAB,
+            tgt_vocab_size=VOCAB,
+            d_model=32,
+            num_heads=4,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+            d_ff=64,
+            dropout=dropout,
+            max_len=32,
+            norm_first=norm_first,
+        )
+    )
+
+
+def random_batch(seed: int, batch: int = 8, length: int = 6) -> Batch:
+    generator = torch.Generator().manual_seed(seed)
+    return copy_batch(torch.randint(3, VOCAB, (batch, length), generator=generator))
+
+
+def epoch_data(batches_per_epoch: int = 3):
+    """Batches that depend on the epoch only (what exact resumption needs)."""
+    return lambda epoch: [random_batch(100 * epoch + i) for i in range(batches_per_epoch)]
+
+
+def quiet(**kwargs) -> TrainConfig:
+    return TrainConfig(progress=False, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- loss
+
+
+def test_label_smoothed_loss_matches_a_hand_computation():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 7)
+    target = torch.tensor([[3, 4, 5, 0], [6, 0, 0, 0]])  # 0 = padding, ignored
+    eps = 0.1
+    log_p = logits.log_softmax(-1)
+    total, count = 0.0, 0
+    for b in range(2):
+        for t in range(4):
+            y = int(target[b, t])
+            if y == 0:
+                continue
+            # the true class gets 1 - eps + eps/K, every class gets eps/K
+            q = torch.full((7,), eps / 7)
+            q[y] += 1 - eps
+            total += float(-(q * log_p[b, t]).sum())
+            count += 1
+    expected = total / count
+    assert sequence_loss(logits, target, pad_id=0, label_smoothing=eps).item() == pytest.approx(expected, rel=1e-5)
+    plain = -log_p[target != 0].gather(-1, target[target != 0][:, None]).mean()
+    assert sequence_loss(logits, target, pad_id=0).item() == pytest.approx(plain.item(), rel=1e-5)
+    assert sequence_loss(logits, target, 0, eps, reduction="sum").item() == pytest.approx(expected * count, rel=1e-5)
+    # padding positions do not matter at all
+    changed = logits.clone()
+    changed[target == 0] = 100.0
+    assert sequence_loss(changed, target, 0, eps).item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_reported_loss_is_the_label_smoothed_loss_of_the_model_before_the_step():
+    model = small_model()
+    batch = random_batch(0)
+    model.eval()
+    with torch.no_grad():
+        before = sequence_loss(model(batch.src, batch.tgt_in), batch.tgt_out, PAD, 0.1).item()
+    result = train(model, [batch], quiet(max_steps=1, label_smoothing=0.1, warmup_steps=1, lr=1e-3))
+    assert result.history[0]["loss"] == pytest.approx(before, rel=1e-5)
+
+
+def test_one_training_step_lowers_the_loss_on_a_fixed_batch():
+    model = small_model()
+    batch = random_batch(0)
+    loss_before = evaluate_loss(model, [batch])["loss"]
+    result = train(model, [batch], quiet(max_steps=1, warmup_steps=1, lr=3e-3, label_smoothing=0.0))
+    loss_after = evaluate_loss(model, [batch])["loss"]
+    assert result.steps == 1 and result.history[0]["loss"] == pytest.approx(loss_before, rel=1e-5)
+    assert loss_after < loss_before - 0.05
+
+
+def test_evaluate_loss_is_the_mean_nll_per_token():
+    model = small_model()
+    batches = [random_batch(0, batch=3), random_batch(1, batch=5)]
+    model.eval()
+    with torch.no_grad():
+        nll = sum(sequence_loss(model(b.src, b.tgt_in), b.tgt_out, PAD, reduction="sum") for b in batches)
+    metrics = evaluate_loss(model, batches)
+    tokens = sum(b.num_tokens for b in batches)
+    assert metrics["tokens"] == tokens
+    assert metrics["loss"] == pytest.approx(nll.item() / tokens, rel=1e-5)
+    assert metrics["perplexity"] == pytest.approx(math.exp(metrics["loss"]), rel=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------- schedule
+
+
+def test_noam_schedule_steps_once_per_optimizer_step_under_gradient_accumulation():
+    model = small_model()
+    config = quiet(max_steps=5, grad_accum=3, warmup_steps=4, lr=2e-3)
+    result = train(model, epoch_data(6), config)  # 6 batches per epoch = 2 optimizer steps per epoch
+    assert result.steps == 5 and [h["step"] for h in result.history] == [1, 2, 3, 4, 5]
+    assert [h["epoch"] for h in result.history] == [0, 0, 1, 1, 2]
+    factor = config.noam_factor(model.config.d_model)
+    for h in result.history:
+        assert h["lr"] == pytest.approx(noam_rate(h["step"], 32, 4, factor), rel=1e-9)
+    assert result.history[3]["lr"] == pytest.approx(2e-3)  # the peak, at the end of warm-up
+
+
+def test_gradient_accumulation_equals_one_big_batch():
+    big = random_batch(7, batch=8)
+    halves = [Batch(big.src[i : i + 4], big.tgt_in[i : i + 4], big.tgt_out[i : i + 4]) for i in (0, 4)]
+    one, two = small_model(3), small_model(3)
+    r1 = train(one, [big], quiet(max_steps=1, warmup_steps=1, lr=1e-3))
+    r2 = train(two, halves, quiet(max_steps=1, grad_accum=2, warmup_steps=1, lr=1e-3))
+    assert r1.history[0]["loss"] == pytest.approx(r2.history[0]["loss"], rel=1e-5)
+    for (name, p1), p2 in zip(one.named_parameters(), two.parameters(), strict=True):
+        if name.endswith("k_proj.bias"):
+            # A key bias adds the same amount to every score of a query, which softmax ignores: its
+            # gradient is 0 up to rounding, and Adam turns rounding noise into full-size steps.
+            continue
+        torch.testing.assert_close(p1, p2, rtol=1e-4, atol=1e-6, msg=name)
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
+    data = epoch_data(3)
+    config = dict(warmup_steps=3, lr=2e-3, label_smoothing=0.1, seed=5)
+    full = train(small_model(0, dropout=0.2), data, quiet(max_steps=7, **config))
+
+    path = tmp_path / "run.safetensors"
+    first = train(small_model(0, dropout=0.2), data, quiet(max_steps=4, checkpoint_path=str(path), **config))
+    assert path.is_file() and train_state_path(path).is_file()
+    # the state file is plain safetensors (no pickle) and records where training stopped
+    with safe_open(str(train_state_path(path)), framework="pt") as handle:
+        state = json.loads(handle.metadata()["state"])
+        assert any(k.startswith("optimizer/") for k in handle.keys())
+    assert state["loop"]["step"] == 4 and state["loop"]["epoch"] == 1 and state["loop"]["batch_in_epoch"] == 1
+
+    torch.manual_seed(123)  # a different global RNG state and different initial weights: resume must undo both
+    resumed_model = small_model(99, dropout=0.2)
+    resumed = train(resumed_model, data, quiet(max_steps=7, **config), resume_from=path)
+
+    assert [h["loss"] for h in first.history] == [h["loss"] for h in full.history[:4]]
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]  # bit-exact
+    assert [h["lr"] for h in resumed.history] == [h["lr"] for h in full.history]
+    assert resumed.steps == 7 and resumed.stop_reason == "max_steps"
+
+
+def test_resume_rejects_a_different_model_and_a_missing_state(tmp_path):
+    path = tmp_path / "run.safetensors"
+    train(small_model(), [random_batch(0)], quiet(max_steps=1, warmup_steps=1, checkpoint_path=str(path)))
+    other = Transformer(
+        TransformerConfig(VOCAB, VOCAB, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
+    )
+    with pytest.raises(ValueError, match="config"):
+        train(other, [random_batch(0)], quiet(max_steps=2, warmup_steps=1), resume_from=path)
+    train_state_path(path).unlink()
+    with pytest.raises(FileNotFoundError, match="training state"):
+        train(small_model(), [random_batch(0)], quiet(max_steps=2, warmup_steps=1), resume_from=path)
+
+
+def test_periodic_and_best_checkpoints_are_written(tmp_path):
+    scores = iter([0.1, 0.5, 0.3, 0.2])
+    best = tmp_path / "best.safetensors"
+    result = train(
+        small_model(),
+        epoch_data(2),
+        quiet(
+            max_steps=4,
+            warmup_steps=1,
+            eval_every=1,
+            monitor="acc",
+            best_checkpoint_path=str(best),
+            checkpoint_path=str(tmp_path / "last.safetensors"),
+            checkpoint_every=2,
+        ),
+        evaluate=lambda m: {"acc": next(scores)},
+        metadata={"note": "test"},
+    )
+    from transformer_lib import load_checkpoint
+
+    _, meta = load_checkpoint(best)
+    assert meta["step"] == 2 and meta["metrics"]["acc"] == 0.5 and meta["note"] == "test"
+    assert result.best_metric == 0.5 and result.best_step == 2
+    _, last = load_checkpoint(tmp_path / "last.safetensors")
+    assert last["training"]["step"] == 4
+
+
+# ---------------------------------------------------------------------------------------------- loop control
+
+
+def test_early_stopping_with_patience_and_target():
+    result = train(
+        small_model(),
+        epoch_data(4),
+        quiet(max_steps=50, warmup_steps=1, eval_every=1, monitor="loss", mode="min", patience=2),
+        evaluate=lambda m: {"loss": 1.0},  # never improves after the first evaluation
+    )
+    assert result.stopped_early and result.stop_reason == "patience" and result.steps == 3
+    assert [e["step"] for e in result.eval_history] == [1, 2, 3]
+
+    values = iter([0.2, 0.6, 0.95, 0.99])
+    result = train(
+        small_model(),
+        epoch_data(4),
+        quiet(max_steps=50, warmup_steps=1, eval_every=2, monitor="acc", target=0.9),
+        evaluate=lambda m: {"acc": next(values)},
+    )
+    assert result.stop_reason == "target" and result.steps == 6 and result.best_metric == 0.95
+
+
+def test_epochs_end_evaluation_and_data_exhaustion():
+    result = train(small_model(), epoch_data(2), quiet(max_epochs=3, warmup_steps=1), evaluate=lambda m: {"x": 1.0})
+    assert result.steps == 6 and result.epochs == 3 and result.stop_reason == "max_epochs"
+    assert [e["step"] for e in result.eval_history] == [2, 4, 6]  # eval_every=None: once per epoch
+    one_shot = iter([random_batch(0), random_batch(1)])  # an iterator is used up after one epoch
+    result = train(small_model(), one_shot, quiet(max_epochs=5, warmup_steps=1))
+    assert result.steps == 2 and result.stop_reason == "data_exhausted"
+
+
+def test_train_seconds_exclude_evaluation():
+    def slow_eval(model):
+        time.sleep(0.3)
+        return {"x": 0.0}
+
+    start = time.perf_counter()
+    result = train(small_model(), epoch_data(3), quiet(max_steps=3, warmup_steps=1, eval_every=1), evaluate=slow_eval)
+    wall = time.perf_counter() - start
+    assert len(result.eval_history) == 3
+    assert result.train_seconds < wall - 0.85
+    assert all(h["tokens_per_s"] > 0 for h in result.history)
+
+
+def test_evaluation_runs_in_eval_mode_without_grad_and_training_resumes_in_train_mode():
+    seen = []
+
+    def evaluate(model):
+        seen.append((model.training, torch.is_grad_enabled()))
+        return {}
+
+    model = small_model(dropout=0.1)
+    train(model, epoch_data(2), quiet(max_steps=2, warmup_steps=1, eval_every=1), evaluate=evaluate)
+    assert seen == [(False, False), (False, False)]
+
+
+def test_progress_bar_goes_to_stderr_unless_disabled(capsys, monkeypatch):
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    train(small_model(), epoch_data(2), TrainConfig(max_steps=2, warmup_steps=1, progress=True))
+    captured = capsys.readouterr()
+    assert captured.out == "" and "2/2" in captured.err and "loss=" in captured.err
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    train(small_model(), epoch_data(2), TrainConfig(max_steps=2, warmup_steps=1, progress=True))
+    assert capsys.readouterr().err == ""
+
+
+def test_bf16_autocast_on_cpu_trains_and_fp16_on_cpu_is_refused():
+    result = train(small_model(), epoch_data(2), quiet(max_steps=2, warmup_steps=1, amp="bf16"))
+    assert all(math.isfinite(h["loss"]) for h in result.history)
+    with pytest.raises(ValueError, match="fp16.*CUDA"):
+        train(small_model(), epoch_data(2), quiet(max_steps=2, amp="fp16"), device="cpu")
+
+
+def test_clip_norm_limits_the_update():
+    batch = random_batch(0)
+    clipped, free, loose = small_model(), small_model(), small_model()
+    start = [p.detach().clone() for p in clipped.parameters()]
+    # Adam is nearly invariant to the gradient's scale, but not exactly (eps, and the clip changes
+    # the mix of the two steps' gradients): a tight clip changes the update, a loose one does not.
+    train(clipped, [batch], quiet(max_steps=2, warmup_steps=1, lr=1e-3, clip_norm=1e-4))
+    train(free, [batch], quiet(max_steps=2, warmup_steps=1, lr=1e-3))
+    train(loose, [batch], quiet(max_steps=2, warmup_steps=1, lr=1e-3, clip_norm=1e6))
+    for p1, p2 in zip(free.parameters(), loose.parameters(), strict=True):
+        assert torch.equal(p1, p2)
+    moved_c = sum((p - s).abs().sum() for p, s in zip(clipped.parameters(), start, strict=True))
+    moved_f = sum((p - s).abs().sum() for p, s in zip(free.parameters(), start, strict=True))
+    assert not torch.isclose(moved_c, moved_f)
+
+
+def test_train_result_defaults():
+    result = TrainResult()
+    assert math.isnan(result.final_loss) and result.last_eval == {}
+
+
+def test_bad_arguments_raise_clear_errors():
+    with pytest.raises(ValueError, match="max_steps or max_epochs"):
+        TrainConfig()
+    with pytest.raises(ValueError, match="amp"):
+        TrainConfig(max_steps=1, amp="fp32")
+    with pytest.raises(ValueError, match="monitor"):
+        TrainConfig(max_steps=1, patience=3)
+    with pytest.raises(ValueError, match="mode"):
+        TrainConfig(max_steps=1, mode="up")
+    with pytest.raises(ValueError, match="grad_accum"):
+        TrainConfig(max_steps=1, grad_accum=0)
+    with pytest.raises(TypeError, match="grad_accum"):
+        TrainConfig(max_steps=1, grad_accum=1.5)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        TrainConfig(max_steps=1, label_smoothing=1.0)
+    with pytest.raises(ValueError, match="lr"):
+        TrainConfig(max_steps=1, lr=0.0)
+    with pytest.raises(TypeError, match="model"):
+        train(torch.nn.Linear(2, 2), [random_batch(0)], quiet(max_steps=1))
+    with pytest.raises(TypeError, match="Batch"):
+        train(small_model(), [(1, 2)], quiet(max_steps=1))
+    with pytest.raises(ValueError, match="evaluate"):
+        train(small_model(), [random_batch(0)], quiet(max_steps=1, monitor="bleu"))
+    with pytest.raises(ValueError, match="'bleu' is not among"):
+        train(small_model(), [random_batch(0)], quiet(max_steps=1, monitor="bleu"), evaluate=lambda m: {"loss": 1})
+    with pytest.raises(ValueError, match="logits"):
+        sequence_loss(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long), 0)
+
+
+# ---------------------------------------------------------------------------------------------- batching
+
+
+def test_make_batch_shifts_the_target_and_pads():
+    b = make_batch([[5, 6, 7], [8]], [[9, 10], [11, 12, 3]], pad_id=PAD, bos_id=BOS, eos_id=EOS)
+    assert b.src.tolist() == [[5, 6, 7], [8, 0, 0]]
+    assert b.tgt_in.tolist() == [[1, 9, 10, 0], [1, 11, 12, 3]]
+    assert b.tgt_out.tolist() == [[9, 10, 2, 0], [11, 12, 3, 2]]
+    assert b.num_tokens == 7 and b.num_src_tokens == 4 and len(b) == 2
+    assert b.src_mask.tolist() == [[[[True, True, True]]], [[[True, False, False]]]]
+    assert b.tgt_mask.shape == (2, 1, 4, 4)
+    assert b.tgt_mask[0, 0, 3].tolist() == [True, True, True, False]  # causal and hides the padding key
+    assert b.to("cpu").tgt_out.tolist() == b.tgt_out.tolist()
+    with pytest.raises(ValueError, match="pair up"):
+        make_batch([[5]], [[6], [7]], PAD, BOS, EOS)
+    with pytest.raises(ValueError, match="different"):
+        make_batch([[5]], [[6]], PAD, PAD, EOS)
+    with pytest.raises(TypeError, match="src_seqs"):
+        make_batch("abc", [[6]], PAD, BOS, EOS)
+
+
+def test_token_batches_cover_every_pair_once_within_the_budget_and_group_similar_lengths():
+    generator = torch.Generator().manual_seed(0)
+    pairs = []
+    for i in range(600):
+        s, t = torch.randint(1, 30, (2,), generator=generator).tolist()
+        pairs.append(([3 + i % 7] * s + [100 + i], [4] * t + [100 + i]))  # the last id names the pair
+    batches = token_batches(pairs, max_tokens=200, pad_id=PAD, bos_id=BOS, eos_id=EOS, seed=1)
+    seen = []
+    for b in batches:
+        assert b.src.numel() <= 200 and b.tgt_in.numel() <= 200
+        for row in b.src.tolist():
+            seen.append(max(row))
+    assert sorted(seen) == sorted(100 + i for i in range(600))
+    padding = sum((b.tgt_out == PAD).sum().item() for b in batches) / sum(b.tgt_out.numel() for b in batches)
+    assert padding < 0.15  # random batches of the same sizes would be about 40% padding
+    again = token_batches(pairs, 200, PAD, BOS, EOS, seed=1)
+    other = token_batches(pairs, 200, PAD, BOS, EOS, seed=2)
+    assert [b.src.tolist() for b in again] == [b.src.tolist() for b in batches]
+    assert [b.src.tolist() for b in other] != [b.src.tolist() for b in batches]
+    ordered = token_batches(pairs, 200, PAD, BOS, EOS, shuffle=False)
+    widths = [b.tgt_in.size(1) for b in ordered]
+    assert widths == sorted(widths)
+
+
+def test_token_batches_give_an_overlong_pair_its_own_batch():
+    batches = token_batches([([5] * 50, [6] * 50), ([5], [6])], max_tokens=10, pad_id=PAD, bos_id=BOS, eos_id=EOS)
+    assert sorted(len(b) for b in batches) == [1, 1]
+    with pytest.raises(ValueError, match="max_tokens"):
+        token_batches([([5], [6])], max_tokens=0, pad_id=PAD, bos_id=BOS, eos_id=EOS)
+
+
+def test_cross_entropy_matches_functional_reference():
+    logits = torch.randn(3, 5, 9)
+    target = torch.randint(1, 9, (3, 5))
+    expected = F.cross_entropy(logits.reshape(-1, 9), target.reshape(-1), label_smoothing=0.2)
+    assert sequence_loss(logits, target, 0, 0.2).item() == pytest.approx(expected.item(), rel=1e-6)

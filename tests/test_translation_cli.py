@@ -1,0 +1,259 @@
+"""The translation pipeline and the command line, end to end on the shared Multi30k copy.
+
+The smoke profile runs once as a real subprocess (``python -m transformer_lib translate``), the
+way CI and the benchmarks call it; the other checks call :func:`transformer_lib.cli.main` in
+process. Nothing here downloads: the data comes from ``../shared/data/multi30k`` and the one
+download attempt is aimed at a closed local port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from transformer_lib import cli, load_checkpoint, read_checkpoint_header, save_checkpoint, translation
+from transformer_lib.copy_task import copy_model_config
+from transformer_lib.model import Transformer
+from transformer_lib.multi30k import SHA256, load_multi30k
+from transformer_lib.tokenizer import BPETokenizer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "multi30k"
+CLOSED_PORT_URL = "http://127.0.0.1:1/"  # nothing listens there: a download attempt fails at once
+
+
+@pytest.fixture(scope="module")
+def shared_data() -> Path:
+    if not all((SHARED_DATA / name).is_file() for name in SHA256):
+        pytest.skip(f"the verified Multi30k copy is not at {SHARED_DATA} (the 'shared' folder beside the repo)")
+    return SHARED_DATA
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "CI": "true", "MULTI30K_URL": CLOSED_PORT_URL, **extra}
+    env.pop("TRANSFORMER_PROFILE", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def smoke(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``translate`` with CI set (so the default profile is smoke), run once for the whole module."""
+    checkpoint = tmp_path_factory.mktemp("smoke") / "translation.safetensors"
+    command = [sys.executable, "-m", "transformer_lib", "translate", "--data-dir", str(shared_data)]
+    command += ["--device", "cpu", "--seed", "0", "--save", str(checkpoint)]
+    done = subprocess.run(command, cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {"stdout": done.stdout, "stderr": done.stderr, "checkpoint": checkpoint}
+
+
+def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run the command line in process; return (exit status, stdout, stderr)."""
+    try:
+        code = cli.main(argv)
+    except SystemExit as exit_:  # argparse exits by itself on bad flags
+        code = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ----------------------------------------------------------------------------- translate
+
+
+def test_smoke_translate_prints_its_results_as_json_on_the_last_line(smoke: dict[str, Any]) -> None:
+    lines = smoke["stdout"].strip().splitlines()
+    assert len(lines) == 1, "progress must go to stderr, leaving only the JSON line on stdout"
+    result = json.loads(lines[-1])
+    expected = {"bleu", "bleu_beam", "sacrebleu_signature", "train_seconds", "wall_seconds", "epochs", "steps"}
+    assert expected | {"device", "params", "profile", "val_history"} <= set(result)
+    assert result["profile"] == "smoke" and result["device"] == "cpu"
+    assert result["threads"] == 1, "the smoke profile runs on one thread"
+    for key in ("bleu", "bleu_beam"):
+        assert isinstance(result[key], float) and 0.0 <= result[key] <= 100.0
+    assert result["sacrebleu_signature"].startswith("nrefs:1|") and "tok:13a" in result["sacrebleu_signature"]
+    assert 0 < result["steps"] <= translation.TRANSLATION_PROFILES["smoke"].max_steps
+    assert 0 < result["train_seconds"] < result["wall_seconds"]
+    assert result["epochs"] > 0 and result["params"] > 0
+    # The model learns: the validation loss falls over training, far below a uniform guess.
+    losses = [row["val_loss"] for row in result["val_history"]]
+    assert len(losses) >= 2 and losses[-1] < losses[0] < torch.log(torch.tensor(1000.0)).item()
+    assert "step" in smoke["stderr"], "the training progress bar belongs on stderr"
+
+
+def test_smoke_checkpoint_holds_the_tokenizer_and_the_task(smoke: dict[str, Any]) -> None:
+    config, metadata = read_checkpoint_header(smoke["checkpoint"])
+    assert metadata["task"] == "translation"
+    assert config.share_embeddings and config.src_vocab_size == config.tgt_vocab_size
+    tokenizer = BPETokenizer.from_json_str(metadata["tokenizer"])
+    assert tokenizer.vocab_size == config.src_vocab_size
+    assert tokenizer.decode(tokenizer.encode("Ein Mann fährt Fahrrad.")) == "Ein Mann fährt Fahrrad."
+
+
+def test_translate_text_prints_one_translation_per_sentence(smoke: dict[str, Any]) -> None:
+    command = [sys.executable, "-m", "transformer_lib", "translate-text", "--checkpoint", str(smoke["checkpoint"])]
+    command += ["--device", "cpu", "Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee."]
+    done = subprocess.run(command, cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and all(line.strip() for line in lines)
+    assert "\u2581" not in done.stdout and "<eos>" not in done.stdout, "output must be detokenized text"
+
+
+def test_batched_translation_equals_one_sentence_at_a_time(smoke: dict[str, Any]) -> None:
+    model, metadata = load_checkpoint(smoke["checkpoint"])
+    tokenizer = BPETokenizer.from_json_str(metadata["tokenizer"])
+    sentences = ["Ein Hund.", "Eine Frau mit einem roten Hut sitzt auf einer Bank im Park.", "Zwei Männer arbeiten."]
+    for beam in (1, 3):
+        together = translation.translate(model, tokenizer, sentences, beam_size=beam, batch_size=8)
+        alone = [translation.translate(model, tokenizer, [s], beam_size=beam)[0] for s in sentences]
+        assert together == alone
+
+
+def test_beam_translate_text_uses_the_beam(smoke: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _main(
+        ["translate-text", "--checkpoint", str(smoke["checkpoint"]), "--beam", "4", "Ein Hund."], capsys
+    )
+    assert code == 0, err
+    model, metadata = load_checkpoint(smoke["checkpoint"])
+    tokenizer = BPETokenizer.from_json_str(metadata["tokenizer"])
+    expected = translation.translate(
+        model, tokenizer, ["Ein Hund."], beam_size=4, length_penalty=metadata["decoding"]["length_penalty"]
+    )
+    assert out.splitlines() == expected
+
+
+def test_tokenizer_is_trained_on_the_training_split_only(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[tuple[str, str]]] = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(pairs: list[tuple[str, str]], **kwargs: Any) -> BPETokenizer:
+        seen.append(list(pairs))
+        raise Stop
+
+    monkeypatch.setattr(translation, "train_translation_tokenizer", spy)
+    for profile in ("smoke", "cpu"):
+        with pytest.raises(Stop):
+            translation.run_translation(shared_data, profile=profile, device="cpu", progress=False)
+    train = load_multi30k(shared_data, ["train"])["train"]
+    assert seen == [train[: translation.TRANSLATION_PROFILES["smoke"].train_limit], train]
+
+
+def test_time_budget_ends_training(shared_data: Path) -> None:
+    tiny = replace(
+        translation.TRANSLATION_PROFILES["smoke"],
+        name="tiny",
+        train_limit=400,
+        test_limit=8,
+        vocab_size=300,
+        d_model=16,
+        num_heads=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        d_ff=32,
+        max_steps=100_000,
+        time_budget_s=1.5,
+        eval_every=10_000,  # only the final evaluation
+        average_last=1,
+        beam_size=2,
+    )
+    result = translation.run_translation(shared_data, profile=tiny, device="cpu", seed=1, progress=False)
+    assert result["stop_reason"] == "time_budget"
+    assert 1.0 <= result["train_seconds"] < 8.0
+    assert result["steps"] < 100_000 and result["test_pairs"] == 8
+
+
+def test_checkpoint_average_is_the_elementwise_mean() -> None:
+    a = {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor([2, 4])}
+    b = {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor([4, 8])}
+    mean = translation._average_state_dicts([a, b])
+    torch.testing.assert_close(mean["w"], torch.tensor([2.0, 4.0]))
+    assert mean["n"].dtype == torch.int64 and mean["n"].tolist() == [3, 6]
+
+
+# ----------------------------------------------------------------------------- copy
+
+
+def test_copy_command_prints_json_and_saves_a_copy_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "copy.safetensors"
+    argv = ["copy", "--device", "cpu", "--threads", "1", "--max-steps", "3", "--seed", "1", "--save", str(path)]
+    code, out, err = _main(argv, capsys)
+    assert code == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert {"exact_match", "steps", "train_seconds", "wall_seconds", "device", "params"} <= set(result)
+    assert result["steps"] == 3 and 0.0 <= result["exact_match"] <= 1.0
+    assert read_checkpoint_header(path)[1]["task"] == "copy"
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_help_lists_the_sub_commands() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "transformer_lib", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0
+    for command in ("copy", "translate", "translate-text"):
+        assert command in done.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["fly"],
+        ["translate", "--profile", "huge"],
+        ["translate", "--device", "tpu"],
+        ["copy", "--seed", "abc"],
+        ["copy", "--seed", "-1"],
+        ["translate-text", "Hallo"],  # no --checkpoint
+        ["translate-text", "--checkpoint", "x.safetensors", "--beam", "0", "Hallo"],
+    ],
+)
+def test_bad_flags_exit_2_with_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _main(argv, capsys)
+    assert code == 2
+    assert "usage:" in err and "Traceback" not in err and out == ""
+
+
+def test_copy_checkpoint_is_refused_by_translate_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = save_checkpoint(Transformer(copy_model_config()), tmp_path / "copy.safetensors", task="copy")
+    code, out, err = _main(["translate-text", "--checkpoint", str(path), "Ein Hund."], capsys)
+    assert code == 2 and out == ""
+    assert "'copy' task" in err and "translate --save" in err and "Traceback" not in err
+
+
+def test_missing_or_corrupted_checkpoint_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _main(["translate-text", "--checkpoint", str(tmp_path / "none.safetensors"), "Hallo"], capsys)
+    assert code == 2 and "does not exist" in err and "none.safetensors" in err
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not a header")
+    code, _, err = _main(["translate-text", "--checkpoint", str(broken), "Hallo"], capsys)
+    assert code == 2 and "broken.safetensors" in err and "Traceback" not in err
+
+
+def test_missing_dataset_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MULTI30K_URL", CLOSED_PORT_URL)
+    empty = tmp_path / "no-data"
+    code, out, err = _main(["translate", "--data-dir", str(empty), "--profile", "smoke", "--device", "cpu"], capsys)
+    assert code == 2 and out == ""
+    assert "Multi30k" in err and "--data-dir" in err and "MULTI30K_DIR" in err and str(empty) in err
+    assert not empty.exists() or not any(empty.iterdir())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_unavailable_device_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _main(["copy", "--device", "cuda", "--max-steps", "1"], capsys)
+    assert code == 2 and out == "" and "not available" in err and "Traceback" not in err

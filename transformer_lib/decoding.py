@@ -1,0 +1,292 @@
+"""Decoding (解码): greedy search and beam search, with or without the key/value cache.
+
+Both functions produce rows in the same format::
+
+    bos  y_1  y_2 ... y_n  eos  pad  pad ...
+
+Every row starts with ``bos_id``; after a row's ``eos_id`` the rest of the row is the model's
+``pad_id``; a row that never produced ``eos_id`` within ``max_len`` tokens is cut there. The
+padding id is never generated (its logit is masked before the softmax), so a padded output row
+is unambiguous.
+
+With ``use_cache=True`` (the default) the decoder runs **incrementally**: each step feeds only
+the newest token, the self-attention keys and values of earlier positions come from a growing
+:class:`~transformer_lib.multihead.KVCache`, and the cross-attention keys and values of the
+encoder output are computed once (a static cache). With ``use_cache=False`` each step re-runs the
+decoder over the whole prefix. Both give the same tokens (tested); the cache makes a step cost
+``O(t)`` instead of ``O(t^2)`` attention and avoids recomputing every earlier position.
+
+Both functions switch the model to eval mode (no dropout) while they run and restore its mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ._checks import check_positive_int
+from .masks import causal_mask, padding_mask
+
+__all__ = ["beam_search", "greedy_decode", "length_penalty_factor", "sequence_log_prob"]
+
+
+def length_penalty_factor(length: int | Tensor, alpha: float) -> float | Tensor:
+    """GNMT's length penalty ``lp(len) = ((5 + len) / 6) ** alpha`` (Wu et al., 2016).
+
+    Beam search ranks finished hypotheses by ``log P(y | x) / lp(len)``, where ``len`` counts the
+    generated tokens (``eos`` included, ``bos`` excluded). ``alpha = 0`` gives ``lp = 1`` (raw
+    log-probability, which favours short outputs); larger ``alpha`` favours longer ones.
+    """
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def _check_decode_args(model: Any, src: Tensor, max_len: int, bos_id: int, eos_id: int) -> tuple[torch.device, int]:
+    if not isinstance(src, Tensor) or src.dim() != 2:
+        got = tuple(src.shape) if isinstance(src, Tensor) else type(src).__name__
+        raise ValueError(f"src must be a (B, S) tensor of token ids, got {got}")
+    if src.dtype != torch.long:
+        raise TypeError(f"src must hold torch.long token ids, got dtype {src.dtype}")
+    if src.size(0) == 0 or src.size(1) == 0:
+        raise ValueError(f"src must have at least one row and one column, got shape {tuple(src.shape)}")
+    check_positive_int("max_len", max_len)
+    pad_id = model.config.pad_id
+    vocab = getattr(model.config, "tgt_vocab_size", None)
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int token id, got {value!r}")
+        if vocab is not None and value >= vocab:
+            raise ValueError(f"{name}={value} is not a valid id of the target vocabulary (size {vocab})")
+        if value == pad_id:
+            raise ValueError(f"{name}={value} equals the model's pad_id={pad_id}; they must differ")
+    params = list(model.parameters()) + list(model.buffers())
+    device = params[0].device if params else src.device
+    return device, pad_id
+
+
+def _next_log_probs(model: Any, tokens: Tensor, memory: Tensor, src_mask: Tensor, cache: Any, pad_id: int) -> Tensor:
+    """Log-probabilities of the next token after ``tokens`` (padding excluded).
+
+    Shape:
+        tokens: ``(N, t)``; memory: ``(N, S, d)``; src_mask: ``(N, 1, 1, S)``; output: ``(N, V)`` float32.
+    """
+    if cache is not None:
+        logits = model.decode(tokens[:, -1:], memory, src_mask, cache=cache)  # (N, 1, V): newest token only
+    else:
+        mask = causal_mask(tokens.size(1), tokens.device)  # (t, t); a live prefix has no padding
+        logits = model.decode(tokens, memory, src_mask, mask)  # (N, t, V): the whole prefix again
+    logits = logits[:, -1].float()  # (N, V)
+    logits[:, pad_id] = float("-inf")  # padding is never generated
+    return torch.log_softmax(logits, dim=-1)
+
+
+class _EvalMode:
+    """Context manager: eval mode and no autograd inside, the model's previous mode restored after."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.was_training = bool(getattr(model, "training", False))
+        self.no_grad = torch.no_grad()
+
+    def __enter__(self) -> None:
+        self.model.eval()
+        self.no_grad.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self.no_grad.__exit__(*exc)
+        self.model.train(self.was_training)
+
+
+def greedy_decode(
+    model: Any,
+    src: Tensor,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    use_cache: bool = True,
+    return_scores: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Decode a batch by taking the most probable token at every step (贪心解码).
+
+    Args:
+        model: a :class:`~transformer_lib.model.Transformer` (anything with ``encode``, ``decode``,
+            ``new_cache`` and ``config.pad_id`` works).
+        src: source ids; padding (the model's ``pad_id``) is masked.
+        max_len: longest output row, ``bos`` included (so at most ``max_len - 1`` new tokens).
+        bos_id, eos_id: start and end ids of the target vocabulary.
+        use_cache: decode incrementally with the key/value cache (``False``: re-run the prefix).
+        return_scores: also return each row's log-probability ``sum_t log p(y_t | y_<t, x)``
+            over its generated tokens (``eos`` included, padding excluded).
+
+    Decoding stops as soon as every row has produced ``eos_id`` (or at ``max_len``).
+
+    Shape:
+        src: ``(B, S)``; output: ``(B, L)`` with ``L <= max_len``; scores: ``(B,)`` float32.
+    """
+    device, pad_id = _check_decode_args(model, src, max_len, bos_id, eos_id)
+    src = src.to(device)
+    batch = src.size(0)
+    with _EvalMode(model):
+        src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+        memory = model.encode(src, src_mask)  # (B, S, d_model)
+        cache = model.new_cache() if use_cache else None
+        tokens = torch.full((batch, 1), bos_id, dtype=torch.long, device=device)  # (B, 1)
+        done = torch.zeros(batch, dtype=torch.bool, device=device)  # (B,)
+        scores = torch.zeros(batch, dtype=torch.float32, device=device)  # (B,)
+        for _ in range(max_len - 1):
+            log_probs = _next_log_probs(model, tokens, memory, src_mask, cache, pad_id)  # (B, V)
+            best_lp, best = log_probs.max(dim=-1)  # (B,), (B,)
+            best = best.masked_fill(done, pad_id)  # finished rows only get padding
+            scores += best_lp.masked_fill(done, 0.0)
+            tokens = torch.cat([tokens, best[:, None]], dim=1)  # (B, t) -> (B, t + 1)
+            done |= best == eos_id
+            if bool(done.all()):
+                break
+    return (tokens, scores) if return_scores else tokens
+
+
+def beam_search(
+    model: Any,
+    src: Tensor,
+    beam_size: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    length_penalty: float = 0.6,
+    use_cache: bool = True,
+    return_scores: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Batched beam search (束搜索) with GNMT's length penalty and early stopping per row.
+
+    Each row keeps ``beam_size`` live hypotheses (beams). At every step each beam is extended by
+    every token, the ``2 * beam_size`` best extensions (by summed log-probability) are examined in
+    order: an extension ending in ``eos_id`` among the first ``beam_size`` becomes a finished
+    hypothesis, scored ``log P / lp(len)`` with :func:`length_penalty_factor`; the first
+    ``beam_size`` others become the next beams. A row is done as soon as it has ``beam_size``
+    finished hypotheses (early stopping); all stop when every row is done or at ``max_len``,
+    where the live beams of unfinished rows compete as they are. The best-scoring hypothesis of
+    each row is returned.
+
+    With ``beam_size=1`` this is exactly :func:`greedy_decode` (the one beam always takes the
+    best token, and a row stops at its first ``eos``).
+
+    Args:
+        model, src, max_len, bos_id, eos_id, use_cache: as in :func:`greedy_decode`; with the cache,
+            beams that survive are selected with :meth:`KVCache.reorder`; the cross-attention cache
+            is static (all beams of a row share the same encoder output) and is never reordered.
+        beam_size: beams per row.
+        length_penalty: GNMT's ``alpha`` (0.6 in Wu et al. and in the Transformer paper).
+        return_scores: also return the chosen hypotheses' scores ``log P / lp(len)``.
+
+    Shape:
+        src: ``(B, S)``; output: ``(B, L)``, ``L <= max_len``; scores: ``(B,)`` float32.
+    """
+    device, pad_id = _check_decode_args(model, src, max_len, bos_id, eos_id)
+    check_positive_int("beam_size", beam_size)
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) or length_penalty < 0:
+        raise ValueError(f"length_penalty must be a non-negative float (GNMT's alpha), got {length_penalty!r}")
+    src = src.to(device)
+    batch, k = src.size(0), beam_size
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
+    with _EvalMode(model):
+        src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+        memory = model.encode(src, src_mask)  # (B, S, d_model)
+        memory = memory.repeat_interleave(k, dim=0)  # (B, S, d) -> (B*K, S, d): beam j of row b is b*K + j
+        src_mask = src_mask.repeat_interleave(k, dim=0)  # (B*K, 1, 1, S)
+        cache = model.new_cache() if use_cache else None
+        tokens = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)  # (B*K, 1)
+        beam_scores = torch.zeros(batch, k, device=device)  # (B, K) summed log-probabilities
+        beam_scores[:, 1:] = float("-inf")  # at the start only beam 0 is real (the others are copies)
+        row_done = [False] * batch
+        row_offset = torch.arange(batch, device=device)[:, None] * k  # (B, 1)
+        for step in range(1, max_len):
+            log_probs = _next_log_probs(model, tokens, memory, src_mask, cache, pad_id)  # (B*K, V)
+            vocab = log_probs.size(-1)
+            candidates = beam_scores.view(-1, 1) + log_probs  # (B*K, V)
+            candidates = candidates.view(batch, k * vocab)  # (B*K, V) -> (B, K*V)
+            top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (B, 2K)
+            top_beam, top_token = top_index // vocab, top_index % vocab  # (B, 2K) each
+            is_eos = top_token == eos_id  # (B, 2K)
+
+            # Finished hypotheses: eos among the first K candidates of a row that is not done.
+            eos_rows, eos_ranks = torch.nonzero(is_eos[:, :k] & torch.isfinite(top_scores[:, :k]), as_tuple=True)
+            if eos_rows.numel() > 0:
+                prefix_ids = (eos_rows * k + top_beam[eos_rows, eos_ranks]).tolist()
+                raw = top_scores[eos_rows, eos_ranks].tolist()
+                for row, prefix_id, score in zip(eos_rows.tolist(), prefix_ids, raw, strict=True):
+                    if not row_done[row] and len(finished[row]) < k:
+                        seq = tokens[prefix_id, 1:].tolist() + [eos_id]
+                        finished[row].append((score / float(length_penalty_factor(step, length_penalty)), seq))
+
+            # Live beams: the first K candidates of each row that do not end in eos.
+            keep = ~is_eos  # (B, 2K)
+            rank = keep.long().cumsum(dim=-1) - 1  # (B, 2K): rank among non-eos candidates
+            chosen = keep & (rank < k)  # exactly K per row (at most K candidates can be eos)
+            next_beam = top_beam[chosen].view(batch, k)  # (B, K)
+            next_token = top_token[chosen].view(batch, k)  # (B, K)
+            beam_scores = top_scores[chosen].view(batch, k)  # (B, K)
+            index = (row_offset + next_beam).view(-1)  # (B*K,) flat index of each new beam's parent
+            tokens = torch.cat([tokens.index_select(0, index), next_token.view(-1, 1)], dim=1)  # (B*K, t + 1)
+            if cache is not None:
+                for self_cache, _cross_cache in cache:  # the static cross-attention cache stays as is
+                    self_cache.reorder(index)
+
+            for row in range(batch):
+                if not row_done[row] and len(finished[row]) >= k:
+                    row_done[row] = True
+            if all(row_done):
+                break
+        # Rows cut by max_len: their live beams compete with what finished.
+        final_len = tokens.size(1) - 1
+        if not all(row_done):
+            live = beam_scores.tolist()
+            for row in range(batch):
+                if row_done[row]:
+                    continue
+                for j in range(k):
+                    if live[row][j] != float("-inf"):
+                        seq = tokens[row * k + j, 1:].tolist()
+                        finished[row].append(
+                            (live[row][j] / float(length_penalty_factor(final_len, length_penalty)), seq)
+                        )
+
+    best = [max(hyps, key=lambda h: h[0]) for hyps in finished]
+    width = 1 + max(len(seq) for _, seq in best)
+    out = torch.full((batch, width), pad_id, dtype=torch.long, device=device)  # (B, L)
+    out[:, 0] = bos_id
+    for row, (_, seq) in enumerate(best):
+        out[row, 1 : 1 + len(seq)] = torch.tensor(seq, dtype=torch.long, device=device)
+    if return_scores:
+        return out, torch.tensor([score for score, _ in best], dtype=torch.float32, device=device)
+    return out
+
+
+def sequence_log_prob(model: Any, src: Tensor, tokens: Tensor, eos_id: int) -> Tensor:
+    """Log-probability the model gives to each decoded row, under the same rules as the decoders.
+
+    ``tokens`` are rows in the decoders' format (``bos``, tokens, ``eos``, padding). The score of a
+    row is ``sum_t log p(y_t | y_<t, x)`` over its tokens after ``bos`` up to and including the
+    first ``eos`` (or to the end), with padding excluded from the softmax as when decoding. It lets
+    a test compare outputs of different decoders by one independent measure.
+
+    Shape:
+        src: ``(B, S)``; tokens: ``(B, L)``; output: ``(B,)`` float32.
+    """
+    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.size(0) != src.size(0):
+        raise ValueError(f"tokens must be (B={src.size(0)}, L) ids, got {getattr(tokens, 'shape', tokens)}")
+    device, pad_id = _check_decode_args(model, src, max(tokens.size(1), 1), int(tokens[0, 0]), eos_id)
+    src, tokens = src.to(device), tokens.to(device)
+    with _EvalMode(model):
+        src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+        memory = model.encode(src, src_mask)  # (B, S, d)
+        logits = model.decode(tokens[:, :-1], memory, src_mask, causal_mask(tokens.size(1) - 1, device))
+        logits = logits.float()  # (B, L-1, V)
+        logits[..., pad_id] = float("-inf")
+        log_probs = torch.log_softmax(logits, dim=-1)  # (B, L-1, V)
+        target = tokens[:, 1:]  # (B, L-1)
+        picked = log_probs.gather(-1, target.masked_fill(target == pad_id, 0)[..., None]).squeeze(-1)  # (B, L-1)
+        # A position counts if no eos came before it and it is not padding.
+        eos_before = torch.cumsum((target == eos_id).long(), dim=1) - (target == eos_id).long()  # (B, L-1)
+        counted = (eos_before == 0) & (target != pad_id)
+        return torch.where(counted, picked, 0.0).sum(dim=1)  # (B,)

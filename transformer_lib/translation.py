@@ -1,0 +1,518 @@
+"""German-to-English translation on Multi30k, end to end: data, tokenizer, training, decoding, BLEU.
+
+:func:`run_translation` is what ``python -m transformer_lib translate`` runs:
+
+1. load Multi30k (:mod:`~transformer_lib.multi30k`) and learn a joint BPE vocabulary on the
+   **training split only** (:mod:`~transformer_lib.tokenizer`);
+2. build a :class:`~transformer_lib.model.Transformer` whose source embedding, target embedding
+   and output projection are one shared matrix, and train it with
+   :func:`~transformer_lib.training.train` on batches of similar-length sentences
+   (:func:`~transformer_lib.batching.token_batches`), measuring the validation loss as it goes;
+3. average the weights of the last few snapshots (checkpoint averaging, 检查点平均), keeping the
+   average only if its validation loss is lower;
+4. translate ``test_2016_flickr`` with greedy decoding and with beam search, detokenize, and
+   score with sacreBLEU against the raw references (:mod:`~transformer_lib.bleu`).
+
+How big a model and how long to train is a :class:`TranslationProfile`: ``smoke`` (a minute on a
+laptop CPU, for CI: checks that everything runs, its BLEU means nothing), ``cpu`` (the best we
+found for 30 minutes of training on 2 CPU cores) and ``gpu`` (one GPU).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from ._checks import check_positive_int
+from .batching import Batch, token_batches
+from .bleu import corpus_bleu
+from .checkpoint import save_checkpoint
+from .config import TransformerConfig
+from .decoding import beam_search, greedy_decode
+from .model import Transformer
+from .multi30k import load_multi30k
+from .runtime import default_profile, pick_device, set_seed
+from .tokenizer import BPETokenizer, train_translation_tokenizer
+from .training import TrainConfig, evaluate_loss, train
+
+TASK = "translation"
+SOURCE_LANGUAGE, TARGET_LANGUAGE = "de", "en"
+TEST_SPLIT = "test_2016_flickr"
+
+
+@dataclass(frozen=True)
+class TranslationProfile:
+    """Model size, training schedule and evaluation settings of one translation run.
+
+    Attributes:
+        name: ``"smoke"``, ``"cpu"`` or ``"gpu"``.
+        train_limit: use the first ``train_limit`` training pairs (``None``: all 29,000).
+        test_limit: translate the first ``test_limit`` test pairs (``None``: all 1,000).
+        vocab_size: size of the joint BPE vocabulary.
+        d_model, num_heads, num_encoder_layers, num_decoder_layers, d_ff, dropout, norm_first:
+            the :class:`~transformer_lib.config.TransformerConfig` fields of the model.
+        label_smoothing, lr (peak), warmup_steps, amp: the :class:`~transformer_lib.training.TrainConfig`
+            fields of the same names.
+        max_tokens: padded tokens per side of each batch.
+        max_steps, max_epochs: stop after this many optimizer steps / passes over the data.
+        time_budget_s: stop once training steps have taken this many seconds (``None``: no limit);
+            validation and decoding do not count.
+        eval_every: measure the validation loss (and keep a snapshot) every this many steps
+            (``None``: every epoch).
+        average_last: average the weights of the last this many snapshots (1: no averaging).
+        beam_size, length_penalty: beam search settings.
+        max_len_a, max_len_b: translations are cut at ``max_len_a * source_length + max_len_b`` tokens.
+        decode_batch_size: sentences translated at once.
+        amp: ``"none"`` (float32) or ``"bf16"`` autocast in training.
+        num_threads: CPU threads for PyTorch during the run (``None``: PyTorch's default). One
+            thread suits tiny models, and never slows to a crawl when other programs compete for
+            the cores (several threads then wait for each other).
+    """
+
+    name: str
+    train_limit: int | None
+    test_limit: int | None
+    vocab_size: int
+    d_model: int
+    num_heads: int
+    num_encoder_layers: int
+    num_decoder_layers: int
+    d_ff: int
+    dropout: float
+    norm_first: bool
+    label_smoothing: float
+    max_tokens: int
+    lr: float
+    warmup_steps: int
+    max_steps: int | None
+    max_epochs: int | None
+    time_budget_s: float | None
+    eval_every: int | None
+    average_last: int
+    beam_size: int
+    length_penalty: float
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    decode_batch_size: int = 128
+    amp: str = "none"
+    num_threads: int | None = None
+
+    def model_config(self, vocab_size: int) -> TransformerConfig:
+        """The model of this profile for a joint vocabulary of ``vocab_size`` ids (shared embeddings)."""
+        return TransformerConfig(
+            src_vocab_size=vocab_size,
+            tgt_vocab_size=vocab_size,
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            num_encoder_layers=self.num_encoder_layers,
+            num_decoder_layers=self.num_decoder_layers,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            norm_first=self.norm_first,
+            tie_embeddings=True,
+            share_embeddings=True,
+            pad_id=BPETokenizer.pad_id,
+            max_len=512,
+        )
+
+    def train_config(self, seed: int, progress: bool = True) -> TrainConfig:
+        """The :class:`~transformer_lib.training.TrainConfig` of this profile."""
+        return TrainConfig(
+            max_steps=self.max_steps,
+            max_epochs=self.max_epochs,
+            lr=self.lr,
+            warmup_steps=self.warmup_steps,
+            label_smoothing=self.label_smoothing,
+            amp=self.amp,
+            eval_every=self.eval_every,
+            seed=seed,
+            progress=progress,
+        )
+
+
+TRANSLATION_PROFILES: dict[str, TranslationProfile] = {
+    # CI: a slice of the data and a tiny model; proves the pipeline runs end to end in about a minute.
+    "smoke": TranslationProfile(
+        name="smoke",
+        train_limit=3000,
+        test_limit=200,
+        vocab_size=1000,
+        d_model=64,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=128,
+        dropout=0.1,
+        norm_first=True,
+        label_smoothing=0.1,
+        max_tokens=1500,
+        lr=3e-3,
+        warmup_steps=50,
+        max_steps=150,
+        max_epochs=None,
+        time_budget_s=60.0,
+        eval_every=50,
+        average_last=2,
+        beam_size=4,
+        length_penalty=0.6,
+        num_threads=1,
+    ),
+    # 2 CPU cores, 30 minutes of training: the baseline of TOOLCHAIN.md plus checkpoint averaging.
+    "cpu": TranslationProfile(
+        name="cpu",
+        train_limit=None,
+        test_limit=None,
+        vocab_size=8000,
+        d_model=256,
+        num_heads=4,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        d_ff=1024,
+        dropout=0.1,
+        norm_first=True,
+        label_smoothing=0.1,
+        max_tokens=4000,
+        lr=1e-3,
+        warmup_steps=300,
+        max_steps=None,
+        max_epochs=40,
+        time_budget_s=30 * 60.0,
+        eval_every=130,
+        average_last=3,
+        beam_size=4,
+        length_penalty=1.0,
+    ),
+    # One GPU: a wider, deeper model with more dropout, many more epochs and bfloat16 autocast.
+    "gpu": TranslationProfile(
+        name="gpu",
+        train_limit=None,
+        test_limit=None,
+        vocab_size=8000,
+        d_model=512,
+        num_heads=8,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        d_ff=2048,
+        dropout=0.3,
+        norm_first=True,
+        label_smoothing=0.1,
+        max_tokens=8000,
+        lr=7e-4,
+        warmup_steps=1000,
+        max_steps=None,
+        max_epochs=60,
+        time_budget_s=30 * 60.0,
+        eval_every=None,
+        average_last=5,
+        beam_size=5,
+        length_penalty=1.0,
+        decode_batch_size=500,
+        amp="bf16",
+    ),
+}
+
+
+def translation_profile(name: str) -> TranslationProfile:
+    """The profile called ``name`` (``"smoke"``, ``"cpu"`` or ``"gpu"``)."""
+    if name not in TRANSLATION_PROFILES:
+        raise ValueError(f"profile={name!r} is not one of {list(TRANSLATION_PROFILES)}")
+    return TRANSLATION_PROFILES[name]
+
+
+# ----------------------------------------------------------------------------------------------
+# Data as token ids.
+
+
+def encode_pairs(tokenizer: BPETokenizer, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+    """Token ids of both sides of every pair: ``[(source_ids, target_ids), ...]`` (no bos/eos yet)."""
+    source = tokenizer.encode_batch([de for de, _ in pairs])
+    target = tokenizer.encode_batch([en for _, en in pairs])
+    return list(zip(source, target, strict=True))
+
+
+class _TimeBudget:
+    """Training batches until a budget of training seconds is spent.
+
+    ``train`` calls this once per epoch; the time counted is wall time since the first call minus
+    the time spent in evaluation (which the caller adds to ``paused``), so it tracks the training
+    loop's own ``train_seconds``. An epoch started after the budget yields nothing, which ends
+    training (``stop_reason == "data_exhausted"``).
+    """
+
+    def __init__(self, batches: Callable[[int], list[Batch]], budget_s: float | None) -> None:
+        self.batches = batches
+        self.budget_s = budget_s
+        self.started: float | None = None
+        self.paused = 0.0
+        self.exhausted = False
+        self.tokens = 0  # source + target non-padding tokens handed to training
+
+    def spent(self) -> float:
+        return 0.0 if self.started is None else time.perf_counter() - self.started - self.paused
+
+    def __call__(self, epoch: int) -> Iterator[Batch]:
+        if self.started is None:
+            self.started = time.perf_counter()
+        for batch in self.batches(epoch):  # building the batches counts, as it does in train_seconds
+            if self.budget_s is not None and self.spent() >= self.budget_s:
+                self.exhausted = True
+                return
+            self.tokens += batch.num_src_tokens + batch.num_tokens
+            yield batch
+
+
+def _average_state_dicts(snapshots: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of several ``state_dict`` snapshots of the same model."""
+    return {
+        name: torch.stack([snap[name].float() for snap in snapshots]).mean(0).to(snapshots[0][name].dtype)
+        for name in snapshots[0]
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# Translating.
+
+
+def _no_progress(progress: bool) -> bool:
+    """Whether to hide progress bars: asked to, or the ``TQDM_DISABLE`` environment variable is set."""
+    return not progress or os.environ.get("TQDM_DISABLE", "").lower() not in ("", "0", "false")
+
+
+@torch.no_grad()
+def translate(
+    model: Transformer,
+    tokenizer: BPETokenizer,
+    sentences: Sequence[str],
+    beam_size: int = 1,
+    length_penalty: float = 0.6,
+    batch_size: int = 128,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    progress: bool = False,
+) -> list[str]:
+    """Translate German ``sentences`` into detokenized English text (greedy when ``beam_size == 1``).
+
+    Sentences are translated in batches of equal source length (no padding, and the same length
+    limit for every row, so batching does not change any translation) and returned in the order
+    given. Each translation is cut at ``max_len_a * source_tokens + max_len_b`` tokens.
+    """
+    if isinstance(sentences, str):
+        raise TypeError("sentences must be a list of str, not a single str (wrap it in a list)")
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    ids = tokenizer.encode_batch(list(sentences))
+    limit = model.config.max_len
+    ids = [row[: limit - 1] or [tokenizer.unk_id] for row in ids]  # the positional table's length
+    # Batches of sentences of one source length: no padding, and the same length limit for every
+    # row, so each sentence gets exactly the translation it would get alone.
+    by_length: dict[int, list[int]] = {}
+    for i, row in enumerate(ids):
+        by_length.setdefault(len(row), []).append(i)
+    chunks = [
+        group[start : start + batch_size]
+        for _, group in sorted(by_length.items())
+        for start in range(0, len(group), batch_size)
+    ]
+    out: list[str] = [""] * len(ids)
+    try:
+        for chunk in tqdm(chunks, desc="translating", unit="batch", file=sys.stderr, disable=_no_progress(progress)):
+            src = torch.tensor([ids[i] for i in chunk], dtype=torch.long, device=device)  # (B, S), no padding
+            width = src.size(1)
+            max_len = min(int(max_len_a * width + max_len_b), limit)
+            if beam_size == 1:
+                hyp = greedy_decode(model, src, max_len, tokenizer.bos_id, tokenizer.eos_id)  # (B, <= max_len)
+            else:
+                hyp = beam_search(
+                    model, src, beam_size, max_len, tokenizer.bos_id, tokenizer.eos_id, length_penalty=length_penalty
+                )  # (B, <= max_len)
+            for row, text in zip(chunk, tokenizer.decode_batch(hyp.tolist()), strict=True):
+                out[row] = text
+    finally:
+        model.train(was_training)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The whole run.
+
+
+def run_translation(
+    data_dir: str | Path | None = None,
+    profile: str | TranslationProfile | None = None,
+    device: str = "auto",
+    seed: int = 0,
+    save: str | Path | None = None,
+    progress: bool = True,
+    threads: int | None = None,
+) -> dict[str, Any]:
+    """Train a German-to-English Transformer on Multi30k and score it on ``test_2016_flickr``.
+
+    Args:
+        data_dir: folder with (or for) the Multi30k files; see :mod:`~transformer_lib.multi30k`.
+        profile: a profile name, a :class:`TranslationProfile`, or ``None`` for
+            :func:`~transformer_lib.runtime.default_profile`.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"mps"``.
+        seed: seeds the model's initial weights, dropout and the order of the batches.
+        save: write the trained model there (with the tokenizer, ``task="translation"`` and the
+            results in its metadata).
+        progress: progress bars on stderr.
+        threads: CPU threads for PyTorch during the run (default: the profile's ``num_threads``);
+            the previous setting is restored afterwards.
+
+    Returns:
+        A JSON-serialisable dict: ``bleu`` (greedy) and ``bleu_beam`` (sacreBLEU, 0-100),
+        ``sacrebleu_signature``, ``train_seconds`` (time in training steps), ``wall_seconds``
+        (everything, data and decoding included), ``epochs`` (passes over the training data, a
+        fraction when the time budget ends one midway), ``steps``, ``device``, ``params``,
+        ``profile``, ``val_history`` (validation loss over training) and more details.
+    """
+    wall_start = time.perf_counter()
+    torch_device = pick_device(device)
+    if profile is None:
+        profile = default_profile(torch_device)
+    prof = profile if isinstance(profile, TranslationProfile) else translation_profile(profile)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    threads = threads if threads is not None else prof.num_threads
+    if threads is not None:
+        check_positive_int("threads", threads)
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _run(data_dir, prof, torch_device, seed, save, progress, wall_start)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _run(
+    data_dir: str | Path | None,
+    prof: TranslationProfile,
+    torch_device: torch.device,
+    seed: int,
+    save: str | Path | None,
+    progress: bool,
+    wall_start: float,
+) -> dict[str, Any]:
+    """The body of :func:`run_translation`, once its arguments are checked."""
+    data = load_multi30k(data_dir)
+    train_pairs = data["train"][: prof.train_limit]
+    test_pairs = data[TEST_SPLIT][: prof.test_limit]
+    tokenizer = train_translation_tokenizer(train_pairs, vocab_size=prof.vocab_size)
+    train_ids = encode_pairs(tokenizer, train_pairs)
+    val_ids = encode_pairs(tokenizer, data["val"])
+    special = (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+    val_batches = token_batches(val_ids, prof.max_tokens, *special, shuffle=False)
+
+    set_seed(seed)
+    model = Transformer(prof.model_config(tokenizer.vocab_size)).to(torch_device)
+    budget = _TimeBudget(
+        lambda epoch: token_batches(train_ids, prof.max_tokens, *special, shuffle=True, seed=seed * 1000 + epoch),
+        prof.time_budget_s,
+    )
+    steps_per_epoch = len(budget.batches(0))
+    snapshots: list[dict[str, torch.Tensor]] = []
+
+    def evaluate(m: Transformer) -> dict[str, float]:
+        start = time.perf_counter()
+        metrics = evaluate_loss(m, val_batches, torch_device)
+        snapshots.append({k: v.detach().to("cpu", copy=True) for k, v in m.state_dict().items()})
+        del snapshots[: -prof.average_last]
+        budget.paused += time.perf_counter() - start
+        return {"val_loss": metrics["loss"], "val_perplexity": metrics["perplexity"]}
+
+    result = train(model, budget, prof.train_config(seed, progress), torch_device, evaluate=evaluate)
+
+    # Checkpoint averaging: keep the mean of the last snapshots if it predicts the validation set better.
+    val_loss_last = result.eval_history[-1]["val_loss"]
+    val_loss_averaged = None
+    averaged = False
+    if len(snapshots) > 1:
+        last_state = {k: v.clone() for k, v in model.state_dict().items()}
+        model.load_state_dict(_average_state_dicts(snapshots))
+        val_loss_averaged = evaluate_loss(model, val_batches, torch_device)["loss"]
+        averaged = val_loss_averaged < val_loss_last
+        if not averaged:
+            model.load_state_dict(last_state)
+    model.eval()
+
+    sources = [de for de, _ in test_pairs]
+    references = [en for _, en in test_pairs]
+    decode = dict(batch_size=prof.decode_batch_size, max_len_a=prof.max_len_a, max_len_b=prof.max_len_b)
+    decode_start = time.perf_counter()
+    greedy = translate(model, tokenizer, sources, beam_size=1, progress=progress, **decode)
+    greedy_seconds = time.perf_counter() - decode_start
+    beam_start = time.perf_counter()
+    beam = translate(model, tokenizer, sources, prof.beam_size, prof.length_penalty, progress=progress, **decode)
+    beam_seconds = time.perf_counter() - beam_start
+    bleu_greedy = corpus_bleu(greedy, references)
+    bleu_beam = corpus_bleu(beam, references)
+
+    summary: dict[str, Any] = {
+        "task": TASK,
+        "bleu": round(bleu_greedy.score, 2),
+        "bleu_beam": round(bleu_beam.score, 2),
+        "sacrebleu_signature": bleu_greedy.signature,
+        "train_seconds": round(result.train_seconds, 1),
+        "wall_seconds": round(time.perf_counter() - wall_start, 1),
+        "epochs": round(result.steps / steps_per_epoch, 2),
+        "steps": result.steps,
+        "device": str(torch_device),
+        "params": model.num_parameters(),
+        "profile": prof.name,
+        "seed": seed,
+        "threads": torch.get_num_threads(),
+        "stop_reason": "time_budget" if budget.exhausted else result.stop_reason,
+        "tokens_per_s": round(budget.tokens / result.train_seconds, 1) if result.train_seconds else 0.0,
+        "steps_per_epoch": steps_per_epoch,
+        "train_pairs": len(train_pairs),
+        "test_pairs": len(test_pairs),
+        "vocab_size": tokenizer.vocab_size,
+        "beam_size": prof.beam_size,
+        "length_penalty": prof.length_penalty,
+        "brevity_penalty": round(bleu_greedy.brevity_penalty, 3),
+        "brevity_penalty_beam": round(bleu_beam.brevity_penalty, 3),
+        "averaged_checkpoints": len(snapshots) if averaged else 1,
+        "val_loss_last": round(val_loss_last, 4),
+        "val_loss_averaged": None if val_loss_averaged is None else round(val_loss_averaged, 4),
+        "final_train_loss": round(result.final_loss, 4),
+        "decode_seconds_greedy": round(greedy_seconds, 1),
+        "decode_seconds_beam": round(beam_seconds, 1),
+        "val_history": [
+            {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()} for row in result.eval_history
+        ],
+        "examples": [
+            {"source": s, "reference": r, "greedy": g, "beam": b}
+            for s, r, g, b in list(zip(sources, references, greedy, beam, strict=True))[:3]
+        ],
+        "config": asdict(prof),
+    }
+    if save is not None:
+        save_checkpoint(
+            model,
+            save,
+            task=TASK,
+            source_language=SOURCE_LANGUAGE,
+            target_language=TARGET_LANGUAGE,
+            tokenizer=tokenizer.to_json_str(),
+            decoding={
+                "beam_size": prof.beam_size,
+                "length_penalty": prof.length_penalty,
+                "max_len_a": prof.max_len_a,
+                "max_len_b": prof.max_len_b,
+            },
+            results={k: v for k, v in summary.items() if k not in ("val_history", "examples", "config")},
+        )
+        summary["checkpoint"] = str(save)
+    return summary

@@ -22,7 +22,19 @@ from .positional import PositionalEncoding, sinusoidal_table
 from .schedule import noam_rate, noam_schedule
 from .tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
 from .training import TrainConfig, TrainResult, evaluate_loss, sequence_loss, train, train_state_path
-from .translation import TRANSLATION_PROFILES, TranslationProfile, run_translation, translate, translation_profile
+from .translation import (
+    TRANSLATION_PROFILES,
+    TranslationEvaluation,
+    TranslationProfile,
+    TranslationRun,
+    evaluate_translation,
+    run_translation,
+    save_translation,
+    train_translation,
+    translate,
+    translation_profile,
+    translation_summary,
+)
 
 __version__ = "0.1.0"
 
@@ -39,6 +51,12 @@ __all__ = [
     "train_translation_tokenizer",
     "TRANSLATION_PROFILES",
     "TranslationProfile",
+    "TranslationRun",
+    "TranslationEvaluation",
+    "train_translation",
+    "evaluate_translation",
+    "translation_summary",
+    "save_translation",
     "run_translation",
     "translate",
     "translation_profile",

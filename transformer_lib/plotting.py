@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
 __all__ = ["plot_attention", "plot_attention_heads"]
@@ -55,8 +56,12 @@ def plot_attention(
     ax.imshow(matrix.numpy(), cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto")
     if keys is not None:
         ax.set_xticks(range(len(keys)), list(keys), rotation=90, fontsize=8)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
     if queries is not None:
         ax.set_yticks(range(len(queries)), list(queries), fontsize=8)
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query")
     if title:

@@ -322,7 +322,7 @@ def _save_training_checkpoint(
         "rng": rng_meta,
     }
     _atomic_save_file(tensors, train_state_path(path), {"format": STATE_FORMAT, "state": json.dumps(state)})
-    save_checkpoint(model, path, **metadata, training={"step": loop["step"], "epoch": loop["epoch"]})
+    save_checkpoint(model, path, **{**metadata, "training": {"step": loop["step"], "epoch": loop["epoch"]}})
 
 
 def _load_training_checkpoint(
@@ -507,7 +507,9 @@ def train(
             result.best_metric, result.best_step = value, loop["step"]
             loop["bad_evals"] = 0
             if config.best_checkpoint_path is not None:
-                save_checkpoint(model, config.best_checkpoint_path, **metadata, step=loop["step"], metrics=row)
+                save_checkpoint(
+                    model, config.best_checkpoint_path, **{**metadata, "step": loop["step"], "metrics": row}
+                )
         else:
             loop["bad_evals"] += 1
         if config.target is not None and (value >= config.target if config.mode == "max" else value <= config.target):

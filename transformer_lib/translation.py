@@ -1,6 +1,9 @@
 """German-to-English translation on Multi30k, end to end: data, tokenizer, training, decoding, BLEU.
 
-:func:`run_translation` is what ``python -m transformer_lib translate`` runs:
+:func:`run_translation` is what ``python -m transformer_lib translate`` runs; it is three reusable
+pieces, :func:`train_translation` (steps 1-3, returns a :class:`TranslationRun` with the model, the
+tokenizer and the training history), :func:`evaluate_translation` (step 4, returns a
+:class:`TranslationEvaluation`) and :func:`translation_summary` (the JSON it prints):
 
 1. load Multi30k (:mod:`~transformer_lib.multi30k`) and learn a joint BPE vocabulary on the
    **training split only** (:mod:`~transformer_lib.tokenizer`);
@@ -20,6 +23,7 @@ found for 30 minutes of training on 2 CPU cores) and ``gpu`` (one GPU).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -33,7 +37,7 @@ from tqdm.auto import tqdm
 
 from ._checks import check_positive_int
 from .batching import Batch, token_batches
-from .bleu import corpus_bleu
+from .bleu import BleuScore, corpus_bleu
 from .checkpoint import save_checkpoint
 from .config import TransformerConfig
 from .decoding import beam_search, greedy_decode
@@ -41,7 +45,7 @@ from .model import Transformer
 from .multi30k import load_multi30k
 from .runtime import default_profile, pick_device, set_seed
 from .tokenizer import BPETokenizer, train_translation_tokenizer
-from .training import TrainConfig, evaluate_loss, train
+from .training import TrainConfig, TrainResult, evaluate_loss, train
 
 TASK = "translation"
 SOURCE_LANGUAGE, TARGET_LANGUAGE = "de", "en"
@@ -344,7 +348,429 @@ def translate(
 
 
 # ----------------------------------------------------------------------------------------------
-# The whole run.
+# Training: data, tokenizer, model, the training loop and checkpoint averaging.
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int | None) -> Iterator[int]:
+    """Run the body with ``threads`` CPU threads (``None``: leave the setting); restore it afterwards."""
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(previous)
+
+
+@dataclass
+class TranslationRun:
+    """What :func:`train_translation` returns: the trained model and everything about its training.
+
+    Attributes:
+        model: the trained :class:`~transformer_lib.model.Transformer`, in eval mode: the average
+            of the last snapshots if checkpoint averaging helped, else the last weights.
+        tokenizer: the joint BPE tokenizer, learnt on ``train_pairs`` only.
+        profile: the :class:`TranslationProfile` of the run.
+        result: the :class:`~transformer_lib.training.TrainResult` of the training loop (per-step
+            ``history``, validation ``eval_history``, ``train_seconds``, ...).
+        device: where the model lives.
+        seed: the seed of the initial weights, the dropout and the order of the batches.
+        threads: CPU threads PyTorch used during the run.
+        train_pairs, val_pairs, test_pairs: the ``(german, english)`` pairs of the profile's slice of
+            the training split, the whole validation split and the profile's slice of
+            ``test_2016_flickr``.
+        steps_per_epoch: training batches in one pass over ``train_pairs``.
+        tokens: source + target tokens (padding excluded) handed to the training steps.
+        stop_reason: ``"time_budget"`` when the profile's time budget ended training, else the
+            training loop's ``stop_reason`` (``"max_steps"``, ``"max_epochs"``, ...).
+        averaged_checkpoints: snapshots averaged into ``model`` (1: the last weights were kept).
+        val_loss_last: validation loss of the last weights.
+        val_loss_averaged: validation loss of the average of the last snapshots (``None`` with
+            fewer than two snapshots).
+        wall_seconds: wall time of :func:`train_translation` (data, tokenizer, training,
+            validation and averaging).
+        checkpoint: where the model was saved (``None``: not saved).
+    """
+
+    model: Transformer
+    tokenizer: BPETokenizer
+    profile: TranslationProfile
+    result: TrainResult
+    device: torch.device
+    seed: int
+    threads: int
+    train_pairs: list[tuple[str, str]]
+    val_pairs: list[tuple[str, str]]
+    test_pairs: list[tuple[str, str]]
+    steps_per_epoch: int
+    tokens: int
+    stop_reason: str
+    averaged_checkpoints: int
+    val_loss_last: float
+    val_loss_averaged: float | None
+    wall_seconds: float
+    checkpoint: Path | None = None
+
+    @property
+    def history(self) -> list[dict[str, float]]:
+        """One dict per optimizer step: ``step``, ``epoch``, ``loss``, ``lr``, ``tokens_per_s``."""
+        return self.result.history
+
+    @property
+    def val_history(self) -> list[dict[str, float]]:
+        """One dict per evaluation: ``step``, ``epoch``, ``val_loss``, ``val_perplexity``."""
+        return self.result.eval_history
+
+    @property
+    def steps(self) -> int:
+        """Optimizer steps done."""
+        return self.result.steps
+
+    @property
+    def epochs(self) -> float:
+        """Passes over the training data (a fraction when training ended midway through one)."""
+        return self.result.steps / self.steps_per_epoch
+
+    @property
+    def train_seconds(self) -> float:
+        """Seconds spent in training steps (validation and averaging excluded)."""
+        return self.result.train_seconds
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Training throughput: source + target tokens (padding excluded) per second of training steps."""
+        return self.tokens / self.train_seconds if self.train_seconds else 0.0
+
+    @property
+    def val_loss(self) -> float:
+        """Validation loss of the weights kept in ``model``."""
+        if self.averaged_checkpoints > 1 and self.val_loss_averaged is not None:
+            return self.val_loss_averaged
+        return self.val_loss_last
+
+    @property
+    def decoding(self) -> dict[str, Any]:
+        """The profile's decoding settings, as stored in a saved checkpoint."""
+        prof = self.profile
+        return {
+            "beam_size": prof.beam_size,
+            "length_penalty": prof.length_penalty,
+            "max_len_a": prof.max_len_a,
+            "max_len_b": prof.max_len_b,
+        }
+
+
+def _check_seed_and_threads(seed: int, threads: int | None) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if threads is not None:
+        check_positive_int("threads", threads)
+
+
+def _resolve_profile(profile: str | TranslationProfile | None, device: torch.device) -> TranslationProfile:
+    if profile is None:
+        profile = default_profile(device)
+    if isinstance(profile, TranslationProfile):
+        return profile
+    if not isinstance(profile, str):
+        raise TypeError(f"profile must be a name, a TranslationProfile or None, got {type(profile).__name__}")
+    return translation_profile(profile)
+
+
+def train_translation(
+    data_dir: str | Path | None = None,
+    profile: str | TranslationProfile | None = None,
+    device: str | torch.device = "auto",
+    seed: int = 0,
+    save: str | Path | None = None,
+    progress: bool = True,
+    threads: int | None = None,
+) -> TranslationRun:
+    """Steps 1-3 of the pipeline: data, tokenizer, training and checkpoint averaging.
+
+    Args:
+        data_dir: folder with (or for) the Multi30k files; see :mod:`~transformer_lib.multi30k`.
+        profile: a profile name, a :class:`TranslationProfile`, or ``None`` for
+            :func:`~transformer_lib.runtime.default_profile`.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"mps"`` or a ``torch.device``.
+        seed: seeds the model's initial weights, dropout and the order of the batches.
+        save: write the trained model there with :func:`save_translation` (no test results yet).
+        progress: a progress bar on stderr.
+        threads: CPU threads for PyTorch during training (default: the profile's ``num_threads``);
+            the previous setting is restored afterwards.
+
+    Returns:
+        A :class:`TranslationRun`; score it with :func:`evaluate_translation`.
+    """
+    wall_start = time.perf_counter()
+    torch_device = device if isinstance(device, torch.device) else pick_device(device)
+    prof = _resolve_profile(profile, torch_device)
+    _check_seed_and_threads(seed, threads)
+    with _torch_threads(threads if threads is not None else prof.num_threads) as used_threads:
+        data = load_multi30k(data_dir)
+        train_pairs = data["train"][: prof.train_limit]
+        tokenizer = train_translation_tokenizer(train_pairs, vocab_size=prof.vocab_size)
+        train_ids = encode_pairs(tokenizer, train_pairs)
+        val_ids = encode_pairs(tokenizer, data["val"])
+        special = (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+        val_batches = token_batches(val_ids, prof.max_tokens, *special, shuffle=False)
+
+        set_seed(seed)
+        model = Transformer(prof.model_config(tokenizer.vocab_size)).to(torch_device)
+        budget = _TimeBudget(
+            lambda epoch: token_batches(train_ids, prof.max_tokens, *special, shuffle=True, seed=seed * 1000 + epoch),
+            prof.time_budget_s,
+        )
+        steps_per_epoch = len(budget.batches(0))
+        snapshots: list[dict[str, torch.Tensor]] = []
+
+        def evaluate(m: Transformer) -> dict[str, float]:
+            """Validation loss, and a snapshot of the weights; its time does not count against the budget."""
+            start = time.perf_counter()
+            metrics = evaluate_loss(m, val_batches, torch_device)
+            snapshots.append({k: v.detach().to("cpu", copy=True) for k, v in m.state_dict().items()})
+            del snapshots[: -prof.average_last]
+            budget.paused += time.perf_counter() - start
+            return {"val_loss": metrics["loss"], "val_perplexity": metrics["perplexity"]}
+
+        result = train(model, budget, prof.train_config(seed, progress), torch_device, evaluate=evaluate)
+
+        # Checkpoint averaging: keep the mean of the last snapshots if it predicts the validation set better.
+        val_loss_last = result.eval_history[-1]["val_loss"]
+        val_loss_averaged = None
+        averaged = False
+        if len(snapshots) > 1:
+            last_state = {k: v.clone() for k, v in model.state_dict().items()}
+            model.load_state_dict(_average_state_dicts(snapshots))
+            val_loss_averaged = evaluate_loss(model, val_batches, torch_device)["loss"]
+            averaged = val_loss_averaged < val_loss_last
+            if not averaged:
+                model.load_state_dict(last_state)
+        model.eval()
+
+    run = TranslationRun(
+        model=model,
+        tokenizer=tokenizer,
+        profile=prof,
+        result=result,
+        device=torch_device,
+        seed=seed,
+        threads=used_threads,
+        train_pairs=train_pairs,
+        val_pairs=data["val"],
+        test_pairs=data[TEST_SPLIT][: prof.test_limit],
+        steps_per_epoch=steps_per_epoch,
+        tokens=budget.tokens,
+        stop_reason="time_budget" if budget.exhausted else result.stop_reason,
+        averaged_checkpoints=len(snapshots) if averaged else 1,
+        val_loss_last=val_loss_last,
+        val_loss_averaged=val_loss_averaged,
+        wall_seconds=time.perf_counter() - wall_start,
+    )
+    if save is not None:
+        save_translation(run, save)
+    return run
+
+
+# ----------------------------------------------------------------------------------------------
+# Evaluation: greedy and beam translations of the test set, scored with sacreBLEU.
+
+
+@dataclass(frozen=True)
+class TranslationEvaluation:
+    """What :func:`evaluate_translation` returns: the translations and their sacreBLEU scores.
+
+    Attributes:
+        sources, references: the German sentences and their English reference translations.
+        greedy, beam: the detokenized translations by greedy search and by beam search.
+        bleu_greedy, bleu_beam: their corpus :class:`~transformer_lib.bleu.BleuScore`.
+        beam_size, length_penalty: the beam search settings used.
+        greedy_seconds, beam_seconds: wall time of each decoding pass.
+        threads: CPU threads PyTorch used while decoding.
+    """
+
+    sources: list[str]
+    references: list[str]
+    greedy: list[str]
+    beam: list[str]
+    bleu_greedy: BleuScore
+    bleu_beam: BleuScore
+    beam_size: int
+    length_penalty: float
+    greedy_seconds: float
+    beam_seconds: float
+    threads: int
+
+    @property
+    def signature(self) -> str:
+        """The sacreBLEU signature of both scores (they share it): how they were computed."""
+        return self.bleu_greedy.signature
+
+    def examples(self, count: int = 3) -> list[dict[str, str]]:
+        """The first ``count`` sentences: ``source``, ``reference``, ``greedy`` and ``beam``."""
+        rows = zip(self.sources, self.references, self.greedy, self.beam, strict=True)
+        return [{"source": s, "reference": r, "greedy": g, "beam": b} for s, r, g, b in list(rows)[:count]]
+
+    def summary(self, examples: int = 3) -> dict[str, Any]:
+        """The JSON-serialisable scores: BLEU (rounded), signature, brevity penalties, timings, examples."""
+        return {
+            "bleu": round(self.bleu_greedy.score, 2),
+            "bleu_beam": round(self.bleu_beam.score, 2),
+            "sacrebleu_signature": self.signature,
+            "test_pairs": len(self.sources),
+            "beam_size": self.beam_size,
+            "length_penalty": self.length_penalty,
+            "brevity_penalty": round(self.bleu_greedy.brevity_penalty, 3),
+            "brevity_penalty_beam": round(self.bleu_beam.brevity_penalty, 3),
+            "decode_seconds_greedy": round(self.greedy_seconds, 1),
+            "decode_seconds_beam": round(self.beam_seconds, 1),
+            "examples": self.examples(examples),
+        }
+
+
+def evaluate_translation(
+    run: TranslationRun,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    beam_size: int | None = None,
+    length_penalty: float | None = None,
+    progress: bool = True,
+    threads: int | None = None,
+) -> TranslationEvaluation:
+    """Step 4 of the pipeline: translate with greedy and beam search and score both with sacreBLEU.
+
+    Args:
+        run: what :func:`train_translation` returned.
+        pairs: ``(german, english)`` pairs to translate (default: ``run.test_pairs``, the
+            profile's slice of ``test_2016_flickr``).
+        beam_size, length_penalty: beam search settings (default: the profile's).
+        progress: progress bars on stderr.
+        threads: CPU threads for PyTorch while decoding (default: ``run.threads``); the previous
+            setting is restored afterwards.
+    """
+    if not isinstance(run, TranslationRun):
+        raise TypeError(f"run must be a TranslationRun (what train_translation returns), got {type(run).__name__}")
+    pairs = run.test_pairs if pairs is None else list(pairs)
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
+            raise TypeError(f"pairs[{i}] must be a (german, english) pair of str, got {pair!r}")
+    if not pairs:
+        raise ValueError("pairs is empty: evaluate_translation needs at least one (german, english) pair")
+    prof = run.profile
+    beam_size = prof.beam_size if beam_size is None else beam_size
+    length_penalty = prof.length_penalty if length_penalty is None else length_penalty
+    check_positive_int("beam_size", beam_size)
+    if threads is not None:
+        check_positive_int("threads", threads)
+    sources = [de for de, _ in pairs]
+    references = [en for _, en in pairs]
+    decode = dict(batch_size=prof.decode_batch_size, max_len_a=prof.max_len_a, max_len_b=prof.max_len_b)
+    with _torch_threads(threads if threads is not None else run.threads) as used_threads:
+        start = time.perf_counter()
+        greedy = translate(run.model, run.tokenizer, sources, beam_size=1, progress=progress, **decode)
+        greedy_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        beam = translate(run.model, run.tokenizer, sources, beam_size, length_penalty, progress=progress, **decode)
+        beam_seconds = time.perf_counter() - start
+    return TranslationEvaluation(
+        sources=sources,
+        references=references,
+        greedy=greedy,
+        beam=beam,
+        bleu_greedy=corpus_bleu(greedy, references),
+        bleu_beam=corpus_bleu(beam, references),
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        greedy_seconds=greedy_seconds,
+        beam_seconds=beam_seconds,
+        threads=used_threads,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# The summary, the checkpoint and the whole run.
+
+
+def translation_summary(
+    run: TranslationRun, evaluation: TranslationEvaluation | None = None, wall_seconds: float | None = None
+) -> dict[str, Any]:
+    """The JSON-serialisable results of a run, as ``python -m transformer_lib translate`` prints them.
+
+    Without ``evaluation`` the test-set keys (``bleu``, ``examples``, ...) are left out.
+    ``wall_seconds`` defaults to the training's wall time plus the decoding time.
+    """
+    scores = evaluation.summary() if evaluation is not None else {}
+    if wall_seconds is None:
+        wall_seconds = run.wall_seconds + (
+            evaluation.greedy_seconds + evaluation.beam_seconds if evaluation is not None else 0.0
+        )
+    summary: dict[str, Any] = {"task": TASK}
+    summary.update({k: scores[k] for k in ("bleu", "bleu_beam", "sacrebleu_signature") if k in scores})
+    summary.update(
+        {
+            "train_seconds": round(run.train_seconds, 1),
+            "wall_seconds": round(wall_seconds, 1),
+            "epochs": round(run.epochs, 2),
+            "steps": run.steps,
+            "device": str(run.device),
+            "params": run.model.num_parameters(),
+            "profile": run.profile.name,
+            "seed": run.seed,
+            "threads": run.threads,
+            "stop_reason": run.stop_reason,
+            "tokens_per_s": round(run.tokens_per_s, 1),
+            "steps_per_epoch": run.steps_per_epoch,
+            "train_pairs": len(run.train_pairs),
+            "test_pairs": scores.get("test_pairs", len(run.test_pairs)),
+            "vocab_size": run.tokenizer.vocab_size,
+            "beam_size": scores.get("beam_size", run.profile.beam_size),
+            "length_penalty": scores.get("length_penalty", run.profile.length_penalty),
+        }
+    )
+    summary.update({k: scores[k] for k in ("brevity_penalty", "brevity_penalty_beam") if k in scores})
+    summary.update(
+        {
+            "averaged_checkpoints": run.averaged_checkpoints,
+            "val_loss_last": round(run.val_loss_last, 4),
+            "val_loss_averaged": None if run.val_loss_averaged is None else round(run.val_loss_averaged, 4),
+            "final_train_loss": round(run.result.final_loss, 4),
+        }
+    )
+    summary.update({k: scores[k] for k in ("decode_seconds_greedy", "decode_seconds_beam") if k in scores})
+    summary["val_history"] = [
+        {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()} for row in run.val_history
+    ]
+    if "examples" in scores:
+        summary["examples"] = scores["examples"]
+    summary["config"] = asdict(run.profile)
+    return summary
+
+
+def save_translation(
+    run: TranslationRun,
+    path: str | Path,
+    evaluation: TranslationEvaluation | None = None,
+    wall_seconds: float | None = None,
+) -> Path:
+    """Save the model of ``run`` as ``translate --save`` does; ``translate-text`` can load it.
+
+    The checkpoint's metadata holds ``task="translation"``, the languages, the tokenizer, the
+    profile's decoding settings and the :func:`translation_summary` (without its per-evaluation
+    history, examples and profile) as ``results``. Sets ``run.checkpoint``; returns the path.
+    """
+    summary = translation_summary(run, evaluation, wall_seconds)
+    written = save_checkpoint(
+        run.model,
+        path,
+        task=TASK,
+        source_language=SOURCE_LANGUAGE,
+        target_language=TARGET_LANGUAGE,
+        tokenizer=run.tokenizer.to_json_str(),
+        decoding=run.decoding,
+        results={k: v for k, v in summary.items() if k not in ("val_history", "examples", "config")},
+    )
+    run.checkpoint = written
+    return written
 
 
 def run_translation(
@@ -358,17 +784,9 @@ def run_translation(
 ) -> dict[str, Any]:
     """Train a German-to-English Transformer on Multi30k and score it on ``test_2016_flickr``.
 
-    Args:
-        data_dir: folder with (or for) the Multi30k files; see :mod:`~transformer_lib.multi30k`.
-        profile: a profile name, a :class:`TranslationProfile`, or ``None`` for
-            :func:`~transformer_lib.runtime.default_profile`.
-        device: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"mps"``.
-        seed: seeds the model's initial weights, dropout and the order of the batches.
-        save: write the trained model there (with the tokenizer, ``task="translation"`` and the
-            results in its metadata).
-        progress: progress bars on stderr.
-        threads: CPU threads for PyTorch during the run (default: the profile's ``num_threads``);
-            the previous setting is restored afterwards.
+    :func:`train_translation`, then :func:`evaluate_translation`, then :func:`translation_summary`
+    (and :func:`save_translation` when ``save`` is given). The arguments are those of
+    :func:`train_translation`.
 
     Returns:
         A JSON-serialisable dict: ``bleu`` (greedy) and ``bleu_beam`` (sacreBLEU, 0-100),
@@ -378,141 +796,11 @@ def run_translation(
         ``profile``, ``val_history`` (validation loss over training) and more details.
     """
     wall_start = time.perf_counter()
-    torch_device = pick_device(device)
-    if profile is None:
-        profile = default_profile(torch_device)
-    prof = profile if isinstance(profile, TranslationProfile) else translation_profile(profile)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    threads = threads if threads is not None else prof.num_threads
-    if threads is not None:
-        check_positive_int("threads", threads)
-    previous_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        return _run(data_dir, prof, torch_device, seed, save, progress, wall_start)
-    finally:
-        torch.set_num_threads(previous_threads)
-
-
-def _run(
-    data_dir: str | Path | None,
-    prof: TranslationProfile,
-    torch_device: torch.device,
-    seed: int,
-    save: str | Path | None,
-    progress: bool,
-    wall_start: float,
-) -> dict[str, Any]:
-    """The body of :func:`run_translation`, once its arguments are checked."""
-    data = load_multi30k(data_dir)
-    train_pairs = data["train"][: prof.train_limit]
-    test_pairs = data[TEST_SPLIT][: prof.test_limit]
-    tokenizer = train_translation_tokenizer(train_pairs, vocab_size=prof.vocab_size)
-    train_ids = encode_pairs(tokenizer, train_pairs)
-    val_ids = encode_pairs(tokenizer, data["val"])
-    special = (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
-    val_batches = token_batches(val_ids, prof.max_tokens, *special, shuffle=False)
-
-    set_seed(seed)
-    model = Transformer(prof.model_config(tokenizer.vocab_size)).to(torch_device)
-    budget = _TimeBudget(
-        lambda epoch: token_batches(train_ids, prof.max_tokens, *special, shuffle=True, seed=seed * 1000 + epoch),
-        prof.time_budget_s,
-    )
-    steps_per_epoch = len(budget.batches(0))
-    snapshots: list[dict[str, torch.Tensor]] = []
-
-    def evaluate(m: Transformer) -> dict[str, float]:
-        start = time.perf_counter()
-        metrics = evaluate_loss(m, val_batches, torch_device)
-        snapshots.append({k: v.detach().to("cpu", copy=True) for k, v in m.state_dict().items()})
-        del snapshots[: -prof.average_last]
-        budget.paused += time.perf_counter() - start
-        return {"val_loss": metrics["loss"], "val_perplexity": metrics["perplexity"]}
-
-    result = train(model, budget, prof.train_config(seed, progress), torch_device, evaluate=evaluate)
-
-    # Checkpoint averaging: keep the mean of the last snapshots if it predicts the validation set better.
-    val_loss_last = result.eval_history[-1]["val_loss"]
-    val_loss_averaged = None
-    averaged = False
-    if len(snapshots) > 1:
-        last_state = {k: v.clone() for k, v in model.state_dict().items()}
-        model.load_state_dict(_average_state_dicts(snapshots))
-        val_loss_averaged = evaluate_loss(model, val_batches, torch_device)["loss"]
-        averaged = val_loss_averaged < val_loss_last
-        if not averaged:
-            model.load_state_dict(last_state)
-    model.eval()
-
-    sources = [de for de, _ in test_pairs]
-    references = [en for _, en in test_pairs]
-    decode = dict(batch_size=prof.decode_batch_size, max_len_a=prof.max_len_a, max_len_b=prof.max_len_b)
-    decode_start = time.perf_counter()
-    greedy = translate(model, tokenizer, sources, beam_size=1, progress=progress, **decode)
-    greedy_seconds = time.perf_counter() - decode_start
-    beam_start = time.perf_counter()
-    beam = translate(model, tokenizer, sources, prof.beam_size, prof.length_penalty, progress=progress, **decode)
-    beam_seconds = time.perf_counter() - beam_start
-    bleu_greedy = corpus_bleu(greedy, references)
-    bleu_beam = corpus_bleu(beam, references)
-
-    summary: dict[str, Any] = {
-        "task": TASK,
-        "bleu": round(bleu_greedy.score, 2),
-        "bleu_beam": round(bleu_beam.score, 2),
-        "sacrebleu_signature": bleu_greedy.signature,
-        "train_seconds": round(result.train_seconds, 1),
-        "wall_seconds": round(time.perf_counter() - wall_start, 1),
-        "epochs": round(result.steps / steps_per_epoch, 2),
-        "steps": result.steps,
-        "device": str(torch_device),
-        "params": model.num_parameters(),
-        "profile": prof.name,
-        "seed": seed,
-        "threads": torch.get_num_threads(),
-        "stop_reason": "time_budget" if budget.exhausted else result.stop_reason,
-        "tokens_per_s": round(budget.tokens / result.train_seconds, 1) if result.train_seconds else 0.0,
-        "steps_per_epoch": steps_per_epoch,
-        "train_pairs": len(train_pairs),
-        "test_pairs": len(test_pairs),
-        "vocab_size": tokenizer.vocab_size,
-        "beam_size": prof.beam_size,
-        "length_penalty": prof.length_penalty,
-        "brevity_penalty": round(bleu_greedy.brevity_penalty, 3),
-        "brevity_penalty_beam": round(bleu_beam.brevity_penalty, 3),
-        "averaged_checkpoints": len(snapshots) if averaged else 1,
-        "val_loss_last": round(val_loss_last, 4),
-        "val_loss_averaged": None if val_loss_averaged is None else round(val_loss_averaged, 4),
-        "final_train_loss": round(result.final_loss, 4),
-        "decode_seconds_greedy": round(greedy_seconds, 1),
-        "decode_seconds_beam": round(beam_seconds, 1),
-        "val_history": [
-            {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()} for row in result.eval_history
-        ],
-        "examples": [
-            {"source": s, "reference": r, "greedy": g, "beam": b}
-            for s, r, g, b in list(zip(sources, references, greedy, beam, strict=True))[:3]
-        ],
-        "config": asdict(prof),
-    }
+    run = train_translation(data_dir, profile, device, seed, progress=progress, threads=threads)
+    evaluation = evaluate_translation(run, progress=progress)
+    wall_seconds = time.perf_counter() - wall_start
+    summary = translation_summary(run, evaluation, wall_seconds)
     if save is not None:
-        save_checkpoint(
-            model,
-            save,
-            task=TASK,
-            source_language=SOURCE_LANGUAGE,
-            target_language=TARGET_LANGUAGE,
-            tokenizer=tokenizer.to_json_str(),
-            decoding={
-                "beam_size": prof.beam_size,
-                "length_penalty": prof.length_penalty,
-                "max_len_a": prof.max_len_a,
-                "max_len_b": prof.max_len_b,
-            },
-            results={k: v for k, v in summary.items() if k not in ("val_history", "examples", "config")},
-        )
+        save_translation(run, save, evaluation, wall_seconds)
         summary["checkpoint"] = str(save)
     return summary

@@ -1,0 +1,258 @@
+"""The translation pipeline in pieces: train_translation, evaluate_translation, translation_summary, save_translation.
+
+Everything runs a profile smaller still than ``smoke`` (400 training pairs, a 1+1-layer model of
+width 16, 24 steps, one thread) on the shared Multi30k copy, so each training takes a second or
+two. Nothing here downloads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_lib import (
+    TranslationEvaluation,
+    TranslationRun,
+    corpus_bleu,
+    evaluate_loss,
+    evaluate_translation,
+    read_checkpoint_header,
+    run_translation,
+    save_translation,
+    token_batches,
+    train_translation,
+    translate,
+    translation,
+    translation_summary,
+)
+from transformer_lib.cli import load_translation_checkpoint
+from transformer_lib.multi30k import SHA256, load_multi30k
+from transformer_lib.translation import TRANSLATION_PROFILES, encode_pairs
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+SEED = 3
+
+# Smaller than the smoke profile: no time budget (so two runs with one seed are identical), an
+# evaluation every 8 steps, and the last 3 snapshots averaged.
+TINY = replace(
+    TRANSLATION_PROFILES["smoke"],
+    name="tiny",
+    train_limit=400,
+    test_limit=12,
+    vocab_size=300,
+    d_model=16,
+    num_heads=2,
+    num_encoder_layers=1,
+    num_decoder_layers=1,
+    d_ff=32,
+    max_tokens=600,
+    lr=3e-3,
+    warmup_steps=10,
+    max_steps=24,
+    time_budget_s=None,
+    eval_every=8,
+    average_last=3,
+    beam_size=2,
+    num_threads=1,
+)
+# Keys of the summary that measure time (they differ between two identical runs).
+TIMINGS = {"train_seconds", "wall_seconds", "tokens_per_s", "decode_seconds_greedy", "decode_seconds_beam"}
+
+
+@pytest.fixture(scope="module")
+def shared_data() -> Path:
+    if not all((SHARED_DATA / name).is_file() for name in SHA256):
+        pytest.skip(f"the verified Multi30k copy is not at {SHARED_DATA} (the 'shared' folder beside the repo)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def run(shared_data: Path) -> TranslationRun:
+    return train_translation(shared_data, profile=TINY, device="cpu", seed=SEED, progress=False)
+
+
+@pytest.fixture(scope="module")
+def evaluation(run: TranslationRun) -> TranslationEvaluation:
+    return evaluate_translation(run, progress=False)
+
+
+def _batches(run: TranslationRun, pairs: list[tuple[str, str]], **kwargs: object) -> list:
+    tok = run.tokenizer
+    ids = encode_pairs(tok, pairs)
+    return token_batches(ids, run.profile.max_tokens, tok.pad_id, tok.bos_id, tok.eos_id, **kwargs)
+
+
+# ----------------------------------------------------------------------------- train_translation
+
+
+def test_run_holds_the_profiles_data_slices(run: TranslationRun, shared_data: Path) -> None:
+    data = load_multi30k(shared_data)
+    assert run.train_pairs == data["train"][:400]
+    assert run.val_pairs == data["val"]
+    assert run.test_pairs == data["test_2016_flickr"][:12]
+    assert run.tokenizer.vocab_size == 300 == run.model.config.src_vocab_size
+    assert run.profile is TINY and run.seed == SEED and run.device == torch.device("cpu")
+
+
+def test_run_history_and_throughput_describe_the_training(run: TranslationRun) -> None:
+    assert run.steps == len(run.history) == TINY.max_steps and run.stop_reason == "max_steps"
+    assert [row["step"] for row in run.history] == list(range(1, TINY.max_steps + 1))
+    assert [row["step"] for row in run.val_history] == [8, 16, 24]
+    assert run.steps_per_epoch == len(_batches(run, run.train_pairs, shuffle=True, seed=0))
+    assert math.isclose(run.epochs, run.steps / run.steps_per_epoch)
+    # tokens counts the source and target tokens of exactly the batches trained on, in their order.
+    expected, epoch = [], 0
+    while len(expected) < run.steps:
+        expected += _batches(run, run.train_pairs, shuffle=True, seed=SEED * 1000 + epoch)
+        epoch += 1
+    assert run.tokens == sum(b.num_src_tokens + b.num_tokens for b in expected[: run.steps])
+    assert run.tokens_per_s == pytest.approx(run.tokens / run.train_seconds)
+    assert 0 < run.train_seconds < run.wall_seconds
+    # The model learns: the validation loss falls, well below a uniform guess over the vocabulary.
+    losses = [row["val_loss"] for row in run.val_history]
+    assert losses[-1] < losses[0] and losses[-1] < math.log(300)
+
+
+def test_kept_weights_are_the_better_of_last_and_average(run: TranslationRun) -> None:
+    assert not run.model.training, "the trained model is handed back in eval mode"
+    assert run.val_loss_last == run.val_history[-1]["val_loss"]
+    assert run.val_loss_averaged is not None, "three snapshots were kept, so an average was tried"
+    assert run.val_loss == min(run.val_loss_last, run.val_loss_averaged)
+    assert run.averaged_checkpoints == (3 if run.val_loss_averaged < run.val_loss_last else 1)
+    # The model in the run really is the one whose loss the run reports.
+    measured = evaluate_loss(run.model, _batches(run, run.val_pairs, shuffle=False))["loss"]
+    assert measured == pytest.approx(run.val_loss, rel=1e-5)
+
+
+def test_training_uses_the_threads_asked_for_then_restores_them(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[int] = []
+    real_train = translation.train
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(torch.get_num_threads())
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(translation, "train", spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        short = replace(TINY, max_steps=2, eval_every=None)
+        path = tmp_path / "trained.safetensors"
+        done = train_translation(shared_data, profile=short, device="cpu", progress=False, threads=1, save=path)
+        assert seen == [1] and done.threads == 1
+        assert torch.get_num_threads() == 2, "the thread setting is restored after training"
+    finally:
+        torch.set_num_threads(before)
+    # save= writes a checkpoint translate-text can load, with the training results (no BLEU yet).
+    assert done.checkpoint == path
+    _, metadata = read_checkpoint_header(path)
+    assert metadata["task"] == "translation" and metadata["decoding"] == done.decoding
+    assert metadata["results"]["steps"] == 2 and "bleu" not in metadata["results"]
+
+
+# ----------------------------------------------------------------------------- evaluate_translation
+
+
+def test_evaluation_scores_the_translations_it_returns(run: TranslationRun, evaluation: TranslationEvaluation) -> None:
+    assert evaluation.sources == [de for de, _ in run.test_pairs]
+    assert evaluation.references == [en for _, en in run.test_pairs]
+    limits = dict(max_len_a=TINY.max_len_a, max_len_b=TINY.max_len_b)
+    assert evaluation.greedy == translate(run.model, run.tokenizer, evaluation.sources, beam_size=1, **limits)
+    assert evaluation.beam == translate(
+        run.model, run.tokenizer, evaluation.sources, beam_size=2, length_penalty=TINY.length_penalty, **limits
+    )
+    assert evaluation.bleu_greedy == corpus_bleu(evaluation.greedy, evaluation.references)
+    assert evaluation.bleu_beam == corpus_bleu(evaluation.beam, evaluation.references)
+    assert evaluation.signature.startswith("nrefs:1|") and "tok:13a" in evaluation.signature
+    assert evaluation.beam_size == 2 and evaluation.threads == 1
+    summary = evaluation.summary()
+    assert summary["bleu"] == round(evaluation.bleu_greedy.score, 2)
+    rows = zip(evaluation.sources, evaluation.references, evaluation.greedy, evaluation.beam, strict=True)
+    assert summary["examples"] == [{"source": s, "reference": r, "greedy": g, "beam": b} for s, r, g, b in rows][:3]
+
+
+def test_evaluation_of_other_pairs_and_beam_settings(run: TranslationRun, evaluation: TranslationEvaluation) -> None:
+    pairs = [list(pair) for pair in run.test_pairs[:4]]  # lists work as pairs too
+    other = evaluate_translation(run, pairs, beam_size=3, length_penalty=1.0, progress=False)
+    assert other.greedy == evaluation.greedy[:4], "greedy output does not depend on the other sentences"
+    assert other.beam_size == 3 and other.length_penalty == 1.0
+    assert other.beam == translate(
+        run.model, run.tokenizer, other.sources, beam_size=3, length_penalty=1.0, max_len_a=1.5, max_len_b=10
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"pairs": []}, ValueError, "pairs is empty"),
+        ({"pairs": [("Ein Hund.", 7)]}, TypeError, "pairs[0]"),
+        ({"pairs": ["Ein Hund."]}, TypeError, "pairs[0]"),
+        ({"beam_size": 0}, ValueError, "beam_size"),
+        ({"threads": 0}, ValueError, "threads"),
+    ],
+)
+def test_evaluate_translation_rejects_bad_arguments(
+    run: TranslationRun, kwargs: dict[str, object], error: type[Exception], words: str
+) -> None:
+    with pytest.raises(error, match=words.replace("[", r"\[").replace("]", r"\]")):
+        evaluate_translation(run, progress=False, **kwargs)  # type: ignore[arg-type]
+
+
+def test_evaluate_translation_needs_a_run() -> None:
+    with pytest.raises(TypeError, match="run must be a TranslationRun"):
+        evaluate_translation({"bleu": 1.0})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"profile": 42}, TypeError, "profile must be"),
+        ({"profile": "huge"}, ValueError, "profile='huge'"),
+        ({"seed": "0"}, TypeError, "seed must be an int"),
+        ({"threads": 0}, ValueError, "threads"),
+        ({"device": "tpu"}, ValueError, "device='tpu'"),
+    ],
+)
+def test_train_translation_rejects_bad_arguments_before_loading_data(
+    tmp_path: Path, kwargs: dict[str, object], error: type[Exception], words: str
+) -> None:
+    empty = tmp_path / "no-data"  # never reached: the arguments are checked first
+    with pytest.raises(error, match=words):
+        train_translation(empty, **{"profile": TINY, "device": "cpu", **kwargs})  # type: ignore[arg-type]
+    assert not empty.exists()
+
+
+# ----------------------------------------------------------------------------- the whole run
+
+
+def test_run_translation_is_train_then_evaluate_then_summary(
+    shared_data: Path, run: TranslationRun, evaluation: TranslationEvaluation, tmp_path: Path
+) -> None:
+    path = tmp_path / "run.safetensors"
+    result = run_translation(shared_data, profile=TINY, device="cpu", seed=SEED, save=path, progress=False)
+    pieces = translation_summary(run, evaluation)
+    assert list(result) == [*pieces, "checkpoint"], "the same keys, in the same order"
+    assert {k: v for k, v in result.items() if k not in TIMINGS | {"checkpoint"}} == {
+        k: v for k, v in pieces.items() if k not in TIMINGS
+    }, "one seed, no time budget: the same training and the same translations"
+    assert result["checkpoint"] == str(path) and result["wall_seconds"] >= result["train_seconds"]
+    _, metadata = read_checkpoint_header(path)
+    bulky = ("val_history", "examples", "config", "checkpoint")
+    assert metadata["results"] == {k: v for k, v in result.items() if k not in bulky}
+
+
+def test_saved_run_translates_like_the_model_in_memory(
+    run: TranslationRun, evaluation: TranslationEvaluation, tmp_path: Path
+) -> None:
+    path = save_translation(run, tmp_path / "saved.safetensors", evaluation)
+    assert run.checkpoint == path
+    model, tokenizer, metadata = load_translation_checkpoint(path)
+    assert metadata["results"]["bleu"] == round(evaluation.bleu_greedy.score, 2)
+    assert metadata["decoding"] == run.decoding
+    assert translate(model, tokenizer, evaluation.sources[:5], max_len_a=1.5, max_len_b=10) == evaluation.greedy[:5]

@@ -1,30 +1,77 @@
-# Two commands do all set-up on a fresh machine (Python 3.11+):
-#   make book   build the book and print where to open it
-#   make test   run every test (what CI runs)
+# Two commands do all set-up on a fresh machine (Python 3.11+, Linux or macOS):
+#   make book      build the book and print where to open it
+#   make test      run every test (what CI runs: .ci/run)
+# and, for authors:
+#   make lint      ruff over the package, the tests, the benchmarks and the book's Sphinx extension
+#   make execute   re-run every notebook in place with the CPU profile (refreshes the stored outputs
+#                  that nbval compares); NB=chapters/07_feed_forward.ipynb re-runs one
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+NOTEBOOKS := $(sort $(wildcard chapters/*.ipynb))
+# -W: any Sphinx warning fails the build; --all: rebuild every page, so none hides an old warning.
+BUILD_BOOK := $(VENV)/bin/jupyter-book build . -W -n --keep-going --all
+# Notebook outputs must not depend on progress bars or on the hash seed.
+NOTEBOOK_ENV := TQDM_DISABLE=1 PYTHONHASHSEED=0
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with chapters/nbval_sanitize.cfg
+# pytest-xdist workers (loadscope keeps each notebook, and each test module, on one worker).
+JOBS ?= 2
 
-.PHONY: book test venv lint
+.PHONY: book test test-book test-units test-notebooks venv lint execute browser-setup clean
 
 venv: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version' 
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-lint: $(STAMP)
-	$(PY) -m ruff check transformer_lib tests benchmarks
-
-test: lint
-	$(PY) -m pytest tests
-
 book: $(STAMP)
-	$(PY) -m jupyter_book build . 
-	@echo "Open the book: file://$(CURDIR)/_build/html/index.html"
+	$(BUILD_BOOK)
+	@echo
+	@echo "The book is built. Open it in a browser: file://$(CURDIR)/_build/html/index.html"
+
+lint: $(STAMP)
+	$(PY) -m ruff check transformer_lib tests benchmarks _ext
+
+# Debian's chromium and the pinned CDN scripts for tests/test_browser.py (never fails; see the script).
+browser-setup:
+	@scripts/setup_browser.sh
+
+# pytest, where exit status 5 (nothing collected) means the suite ran nothing: a failure too.
+# $(1): environment assignments, $(2): pytest arguments.
+define pytest
+	@set +e; $(1) $(PY) -m pytest -p no:cacheprovider $(2); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests from: $(2)"; fi; exit $$rc
+endef
+
+# make test: lint, then three parts run in this order, each even when an earlier one failed
+# (make -k), and the whole fails if any part does:
+#   test-book       the book builds with zero Sphinx warnings;
+#   test-units      tests/: the package's unit tests, the book's configuration, and the browser
+#                   test of the site just built;
+#   test-notebooks  every notebook re-run under nbval and compared with its stored outputs (with
+#                   TQDM_DISABLE=1, which the CLI tests in test-units must not inherit).
+test: lint browser-setup
+	@$(MAKE) --no-print-directory -k test-book test-units test-notebooks
+
+test-book: $(STAMP)
+	$(BUILD_BOOK)
+
+test-units: $(STAMP)
+	$(call pytest,,-n $(JOBS) --dist loadscope tests)
+
+test-notebooks: $(STAMP)
+	$(if $(NOTEBOOKS),$(call pytest,$(NOTEBOOK_ENV),-n $(JOBS) --dist loadscope $(NBVAL) $(NOTEBOOKS)),\
+		@echo "make test: no notebooks in chapters/"; exit 1)
+
+execute: $(STAMP)
+	scripts/execute_notebooks.sh $(or $(NB),$(NOTEBOOKS))
+
+clean:
+	rm -rf _build

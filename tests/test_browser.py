@@ -213,15 +213,19 @@ def _open(browser: Any, site_url: str, path: str) -> tuple[Any, PageLog]:
     return page, log
 
 
-# Every element Sphinx/MyST marks as math, and those of them MathJax has not turned into output.
+# Every element Sphinx/MyST marks as math, those of them MathJax has not turned into output, and the
+# TeX source of formulas that MathJax typeset as an error (mjx-merror) or with an undefined macro
+# (the noundefined extension shows it in red).
 UNTYPESET_MATH = """() => {
   const math = [...document.querySelectorAll('.math')];
+  const items = Array.from(MathJax.startup.document.math);
   return {total: math.length,
           missing: math.filter(el => !el.querySelector('mjx-container') && el.tagName !== 'MJX-CONTAINER')
                        .map(el => el.textContent.slice(0, 80)),
           containers: document.querySelectorAll('mjx-container').length,
-          errors: [...document.querySelectorAll('mjx-merror')]
-                    .map(el => el.getAttribute('data-mjx-error') || el.textContent)};
+          errors: items.filter(item => item.typesetRoot &&
+                                       item.typesetRoot.querySelector('mjx-merror, mjx-mtext[style*="color: red"]'))
+                       .map(item => item.math.slice(0, 120))};
 }"""
 
 WAIT_FOR_IMAGES = """async () => {
@@ -250,7 +254,7 @@ def _check_math(page: Any) -> list[str]:
     problems = []
     if report["containers"] == 0 or report["missing"]:
         problems.append(f"{len(report['missing'])} of {report['total']} formulas not typeset: {report['missing'][:3]}")
-    problems += [f"TeX error in a formula: {e}" for e in report["errors"]]
+    problems += [f"TeX error or undefined macro in a formula: {e}" for e in report["errors"]]
     return problems
 
 

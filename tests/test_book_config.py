@@ -1,0 +1,219 @@
+"""The book's configuration and the notebooks' conventions, checked without running anything.
+
+Jupyter Book 1 ignores some settings silently when they sit at the wrong level, and nbval only
+compares outputs that were saved, so these checks catch what a green build would not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+REPOSITORY = "https://github.com/transformer-book/build-a-transformer"
+
+# The first code cell of every chapter (chapter conventions, item 2).
+COLAB_CELL = """\
+# On Google Colab, install the book's package (elsewhere `make book` / `make test` already did).
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "git+https://github.com/transformer-book/build-a-transformer"], check=True)"""
+
+IGNORE_OUTPUT = "# NBVAL_IGNORE_OUTPUT"
+# What a plotting cell shows when it does not end with plt.show(): the repr of the last artist.
+FIGURE_REPR = re.compile(r"^(<Figure size|\[?<matplotlib\.|Text\(|\[Text\()")
+
+
+def _toc_files() -> list[str]:
+    files: list[str] = []
+
+    def walk(entries: list[dict[str, Any]]) -> None:
+        for entry in entries:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections", []))
+
+    for part in TOC.get("parts", []):
+        walk(part.get("chapters", []))
+    walk(TOC.get("chapters", []))
+    return files
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(cell: dict[str, Any]) -> str:
+    source = cell["source"]
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _code_cells(nb: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _last_code_line(source: str) -> str:
+    lines = [line.strip() for line in source.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return lines[-1] if lines else ""
+
+
+def _package_versions() -> dict[str, str]:
+    return json.loads((ROOT / "package.json").read_text(encoding="utf-8"))["devDependencies"]
+
+
+# --- _config.yml -------------------------------------------------------------------------------
+
+
+def test_notebooks_are_not_executed_by_the_build() -> None:
+    assert CONFIG["execute"]["execute_notebooks"] == "off"
+    assert "execute_notebooks" not in CONFIG, "execute_notebooks must be nested under execute: (ignored at top level)"
+
+
+def test_build_skips_environment_and_outputs() -> None:
+    assert CONFIG["only_build_toc_files"] is True
+    assert {".venv/*", "_build/*", "node_modules/*"} <= set(CONFIG["exclude_patterns"])
+
+
+def test_colab_launch_buttons_point_at_the_repository() -> None:
+    assert CONFIG["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert CONFIG["repository"] == {"url": REPOSITORY, "path_to_book": "", "branch": "main"}
+
+
+def test_copyright_names_both_licences() -> None:
+    assert "MIT" in CONFIG["copyright"] and "CC BY 4.0" in CONFIG["copyright"]
+    assert (ROOT / "LICENSE").is_file() and (ROOT / "LICENSE-CONTENT").is_file()
+
+
+def test_sphinx_settings_merge_into_jupyter_books() -> None:
+    sphinx = CONFIG.get("sphinx", {})
+    if "html_theme_options" in sphinx.get("config", {}):
+        # Otherwise the theme options replace the launch and repository buttons.
+        assert sphinx.get("recursive_update") is True
+
+
+def test_cdn_scripts_match_the_copies_the_browser_test_serves() -> None:
+    """The pinned CDN versions in _config.yml and widgets_setup.js are those of package.json."""
+    pinned = _package_versions()
+    config = CONFIG["sphinx"]["config"]
+    urls = [config["mathjax_path"], *config["nb_ipywidgets_js"]]
+    urls += re.findall(
+        r"https://cdn\.jsdelivr\.net/npm/[^\"']+", (ROOT / "_book_static" / "widgets_setup.js").read_text()
+    )
+    checked = 0
+    for url in urls:
+        match = re.match(r"https://cdn\.jsdelivr\.net/npm/((?:@[^/@]+/)?[^/@]+)@([^/]+)/", url)
+        if match:
+            name, version = match.groups()
+            assert pinned.get(name) == version, f"{url} but package.json pins {name}@{pinned.get(name)}"
+            checked += 1
+    assert checked >= 4
+
+
+# --- _toc.yml ----------------------------------------------------------------------------------
+
+
+def test_toc_lists_every_notebook_once_in_order() -> None:
+    files = _toc_files()
+    chapters = [f for f in files if f.startswith("chapters/")]
+    assert len(files) == len(set(files)), "a page is listed twice in _toc.yml"
+    assert chapters == [f"chapters/{nb.stem}" for nb in NOTEBOOKS], "_toc.yml and chapters/*.ipynb differ"
+    for entry in [TOC["root"], *files]:
+        assert any((ROOT / f"{entry}{suffix}").is_file() for suffix in (".md", ".ipynb")), f"{entry} missing"
+
+
+def test_there_are_twelve_chapters() -> None:
+    assert [nb.stem[:2] for nb in NOTEBOOKS] == [f"{n:02d}" for n in range(12)]
+
+
+# --- each notebook -----------------------------------------------------------------------------
+
+notebook = pytest.mark.parametrize("path", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
+
+
+@notebook
+def test_title_cell_numbers_the_chapter(path: Path) -> None:
+    first = _load(path)["cells"][0]
+    assert first["cell_type"] == "markdown"
+    assert re.match(rf"# {int(path.stem[:2])}\. \S", _source(first)), "first cell must be the title '# N. Title'"
+
+
+@notebook
+def test_first_code_cell_installs_the_package_on_colab(path: Path) -> None:
+    first = _code_cells(_load(path))[0]
+    assert _source(first).strip() == COLAB_CELL
+
+
+@notebook
+def test_second_code_cell_picks_the_device_and_seeds(path: Path) -> None:
+    source = _source(_code_cells(_load(path))[1])
+    assert "pick_device(" in source and "set_seed(" in source
+
+
+@notebook
+def test_kernel_is_python3(path: Path) -> None:
+    assert _load(path)["metadata"]["kernelspec"]["name"] == "python3"
+
+
+@notebook
+def test_saved_with_outputs_from_one_top_to_bottom_run(path: Path) -> None:
+    """nbval compares only outputs that were saved: every code cell must have run, in order, once."""
+    cells = [c for c in _code_cells(_load(path)) if _source(c).strip()]
+    cells = [c for c in cells if "skip-execution" not in c.get("metadata", {}).get("tags", [])]
+    counts = [c.get("execution_count") for c in cells]
+    assert counts == list(range(1, len(cells) + 1)), (
+        f"execution counts {counts}: re-run the whole notebook (make execute, or Restart & Run All)"
+    )
+
+
+@notebook
+def test_no_saved_errors(path: Path) -> None:
+    for cell in _code_cells(_load(path)):
+        errors = [o for o in cell.get("outputs", []) if o["output_type"] == "error"]
+        assert not errors, f"cell {_source(cell)[:60]!r} saved an error: {errors[0].get('ename')}"
+
+
+@notebook
+def test_plotting_cells_end_with_plt_show(path: Path) -> None:
+    for cell in _code_cells(_load(path)):
+        source = _source(cell)
+        last = _last_code_line(source)
+        assert not last.endswith(";"), f"cell ends with ';' (end it with plt.show()): {source[:80]!r}"
+        outputs = cell.get("outputs", [])
+        draws = any("image/png" in o.get("data", {}) for o in outputs) and "plt." in source
+        if draws:
+            assert last == "plt.show()", f"a plotting cell must end with plt.show(): {source[:80]!r}"
+        # A figure's own display carries "<Figure size ...>" as text too; only a cell's *result* must not.
+        for output in (o for o in outputs if o["output_type"] == "execute_result"):
+            text = "".join(output.get("data", {}).get("text/plain", ""))
+            assert not FIGURE_REPR.match(text), f"a matplotlib repr was saved ({text[:40]!r}): end with plt.show()"
+
+
+@notebook
+def test_nbval_compares_at_least_half_of_the_printing_cells(path: Path) -> None:
+    printing = [
+        c
+        for c in _code_cells(_load(path))
+        if any(o["output_type"] == "stream" or "text/plain" in o.get("data", {}) for o in c.get("outputs", []))
+    ]
+    compared = [c for c in printing if not _source(c).lstrip().startswith(IGNORE_OUTPUT)]
+    assert 2 * len(compared) >= len(printing), (
+        f"only {len(compared)} of {len(printing)} cells that print are compared by nbval"
+    )
+
+
+def test_landing_page_links_every_chapter() -> None:
+    intro = (ROOT / "intro.md").read_text(encoding="utf-8")
+    for nb in NOTEBOOKS:
+        assert f"](chapters/{nb.name})" in intro, f"intro.md has no link to chapters/{nb.name}"

@@ -4,6 +4,11 @@ Training sub-commands show progress bars on stderr and print, as the **last line
 JSON object with their results, so a script can read them with
 ``json.loads(output.splitlines()[-1])``. Mistakes (a bad flag, a missing checkpoint or data set, a
 checkpoint of the wrong task) end with exit status 2 and a one-line message on stderr.
+
+``copy`` and ``translate`` also run unchanged under ``torchrun`` (data parallelism over several
+processes, e.g. ``torchrun --nproc_per_node 4 -m transformer_lib translate``): they join the
+process group (gloo on CPUs, NCCL on GPUs, each process on GPU ``LOCAL_RANK``), train together,
+and only rank 0 shows progress, writes files and prints the JSON line.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from typing import Any
 import torch
 
 from .checkpoint import load_checkpoint, read_checkpoint_header
-from .copy_task import run_copy_task
+from .copy_task import CopyTaskSettings, run_copy_task
+from .distributed import cleanup, init_distributed, is_main_process
 from .model import Transformer
 from .multi30k import Multi30kError
 from .runtime import DEVICES, PROFILES, default_profile, pick_device
@@ -75,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common(copy)
     copy.add_argument("--max-steps", type=_positive_int, metavar="N", help="step limit (default: the task's)")
+    copy.add_argument(
+        "--grad-accum",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="batches of 64 per optimizer step and process (default: 1)",
+    )
 
     translate = sub.add_parser(
         "translate",
@@ -115,20 +128,37 @@ def _device(name: str) -> torch.device:
         raise CLIError(str(error)) from None
 
 
+def _training_device(name: str) -> torch.device:
+    """The device to train on; under ``torchrun``, also join the process group (this rank's GPU on CUDA)."""
+    device = _device(name)
+    try:
+        return init_distributed(device)
+    except ValueError as error:
+        raise CLIError(str(error)) from None
+
+
 def _set_threads(threads: int | None) -> None:
     if threads is not None:
         torch.set_num_threads(threads)
 
 
 def _print_json(result: dict[str, Any]) -> None:
+    if not is_main_process():  # under torchrun, one line from rank 0 only
+        return
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
 
 
 def _run_copy(args: argparse.Namespace) -> int:
     _set_threads(args.threads)
-    device = _device(args.device)
-    result = run_copy_task(device=device, seed=args.seed, max_steps=args.max_steps, save_path=args.save)
+    device = _training_device(args.device)
+    result = run_copy_task(
+        device=device,
+        seed=args.seed,
+        max_steps=args.max_steps,
+        save_path=args.save,
+        settings=CopyTaskSettings(grad_accum=args.grad_accum),
+    )
     if args.save:
         result["checkpoint"] = str(args.save)
     _print_json(result)
@@ -136,7 +166,7 @@ def _run_copy(args: argparse.Namespace) -> int:
 
 
 def _run_translate(args: argparse.Namespace) -> int:
-    device = _device(args.device)
+    device = _training_device(args.device)
     try:
         profile = args.profile or default_profile(device)
     except ValueError as error:  # a bad TRANSFORMER_PROFILE
@@ -145,7 +175,7 @@ def _run_translate(args: argparse.Namespace) -> int:
         result = run_translation(
             data_dir=args.data_dir,
             profile=profile,
-            device=str(device),
+            device=device,
             seed=args.seed,
             save=args.save,
             threads=args.threads,
@@ -224,3 +254,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write(f"{PROG} {args.command}: interrupted\n")
         return 130
+    finally:
+        cleanup()  # leave the process group, if torchrun made us join one

@@ -32,6 +32,7 @@ from .batching import Batch
 from .checkpoint import save_checkpoint
 from .config import TransformerConfig
 from .decoding import greedy_decode
+from .distributed import is_main_process
 from .model import Transformer
 from .runtime import pick_device, set_seed
 from .training import TrainConfig, train
@@ -154,9 +155,13 @@ class CopyTaskSettings:
     peak learning rate with a short warm-up. These values were tuned for the time to 100% on
     the 2-core CPU the book was written on (``benchmarks/copy_task.py`` compares them with a
     plain ``nn.Transformer``).
+
+    ``batch_size`` and ``grad_accum`` are per process: under ``torchrun`` with ``W`` processes an
+    optimizer step sees ``W * grad_accum * batch_size`` sequences.
     """
 
     batch_size: int = 64
+    grad_accum: int = 1
     lr: float = 3e-3
     warmup_steps: int = 100
     max_steps: int = 3000
@@ -185,8 +190,14 @@ def run_copy_task(
     ``train_seconds`` (training steps only; evaluation excluded), ``wall_seconds`` (everything,
     model building and evaluation included), ``device``, ``params``, ``seed``, ``reached``
     (whether 100% was reached), ``settings`` and ``model`` (the configuration used), and
-    ``eval_history``. With ``save_path``, the trained model is saved there with
+    ``eval_history``, ``world_size`` and ``global_batch_size`` (sequences per optimizer step, all
+    processes together). With ``save_path``, the trained model is saved there with
     :func:`~transformer_lib.checkpoint.save_checkpoint`.
+
+    Under ``torchrun`` (after :func:`~transformer_lib.distributed.init_distributed`, as
+    ``python -m transformer_lib copy`` does), every rank runs this function: the ranks draw the
+    same stream of batches and :func:`~transformer_lib.training.train` gives each one its share;
+    every rank evaluates the held-out set and only rank 0 saves the model.
     """
     wall_start = time.perf_counter()
     settings = settings or CopyTaskSettings()
@@ -196,6 +207,7 @@ def run_copy_task(
         settings = replace(settings, eval_every=eval_every)
     check_positive_int("max_steps", settings.max_steps)
     check_positive_int("eval_every", settings.eval_every)
+    check_positive_int("grad_accum", settings.grad_accum)
     check_positive_int("held_out", held_out)
     device = pick_device(device) if isinstance(device, str) else torch.device(device)
     set_seed(seed)
@@ -207,6 +219,7 @@ def run_copy_task(
         lr=settings.lr,
         warmup_steps=settings.warmup_steps,
         label_smoothing=settings.label_smoothing,
+        grad_accum=settings.grad_accum,
         eval_every=settings.eval_every,
         monitor="exact_match",
         mode="max",
@@ -226,7 +239,7 @@ def run_copy_task(
         evaluate=lambda m: {"exact_match": copy_exact_match(m, sequences)},
     )
     exact = result.last_eval.get("exact_match", 0.0)
-    if save_path is not None:
+    if save_path is not None and is_main_process():
         save_checkpoint(
             model,
             save_path,
@@ -248,6 +261,8 @@ def run_copy_task(
         "params": model.num_parameters(),
         "seed": seed,
         "threads": torch.get_num_threads(),
+        "world_size": result.world_size,
+        "global_batch_size": settings.batch_size * settings.grad_accum * result.world_size,
         "settings": asdict(settings),
         "model": config.to_dict(),
         "eval_history": result.eval_history,

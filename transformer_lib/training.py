@@ -18,11 +18,21 @@ Checkpoints never use pickle. ``checkpoint_path`` (say ``run.safetensors``) hold
 ``run.train_state.safetensors`` holds the optimizer moments as tensors and the scheduler,
 gradient scaler, random-number generators and loop position as JSON metadata. Both files are
 written atomically (temporary file + ``os.replace``).
+
+Several processes (data parallelism, 数据并行). Launched by ``torchrun`` after
+:func:`~transformer_lib.distributed.init_distributed`, :func:`train` notices the process group and
+trains one model replica per process: it wraps the model in ``DistributedDataParallel`` (which
+all-reduces the gradients during ``backward``), gives each rank every ``W``-th batch
+(:func:`~transformer_lib.distributed.shard_batches`), scales the loss so that the averaged gradient
+is exactly the gradient of the mean loss over **all** ranks' target tokens, and lets only rank 0
+write checkpoints and show the progress bar. ``W`` processes with ``grad_accum=k`` take the same
+optimizer steps as one process with ``grad_accum=W*k`` on the same batches.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import math
 import os
@@ -37,15 +47,18 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, load_model, save_file
 from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ._checks import check_positive_int, check_probability
 from .batching import Batch
 from .checkpoint import read_checkpoint_header, save_checkpoint
+from .distributed import all_gather_object, barrier, broadcast_object, is_distributed, shard_batches
 from .model import Transformer
 from .runtime import set_seed
 from .schedule import noam_schedule
@@ -73,7 +86,8 @@ class TrainConfig:
         lr: peak learning rate (see above).
         warmup_steps: optimizer steps of linear warm-up.
         label_smoothing: ``epsilon_ls`` of ``F.cross_entropy`` (the paper: 0.1).
-        grad_accum: batches whose gradients are summed before each optimizer step.
+        grad_accum: batches whose gradients are summed before each optimizer step (per process:
+            under ``torchrun`` one step sees ``world_size * grad_accum`` batches in all).
         clip_norm: clip the global gradient norm to this value (``None``: off, as in the paper).
         amp: ``"none"`` (float32), ``"bf16"`` (autocast to bfloat16 on CUDA or CPU) or ``"fp16"``
             (autocast to float16 with a ``GradScaler``; CUDA only).
@@ -90,7 +104,10 @@ class TrainConfig:
         best_checkpoint_path: where to write the model whenever ``monitor`` improves.
         seed: seeds Python, NumPy and PyTorch at the start of training (dropout, and any
             randomness in the data); the model's initial weights are the caller's business.
-        progress: show a tqdm bar on stderr (also off when the ``TQDM_DISABLE`` variable is set).
+            Under ``torchrun`` rank ``r`` uses ``seed + r``, so that the ranks draw different
+            dropout masks.
+        progress: show a tqdm bar on stderr (also off when the ``TQDM_DISABLE`` variable is set;
+            under ``torchrun`` only rank 0 shows one).
     """
 
     max_steps: int | None = None
@@ -162,6 +179,8 @@ class TrainResult:
         stop_reason: ``"max_steps"``, ``"max_epochs"``, ``"patience"``, ``"target"`` or
             ``"data_exhausted"`` (an epoch yielded no batch).
         best_metric, best_step: best value of ``monitor`` seen and its step (``None`` without one).
+        world_size: processes that trained together (1 without ``torchrun``); losses and
+            ``tokens_per_s`` in ``history`` are over all of them.
     """
 
     history: list[dict[str, float]] = field(default_factory=list)
@@ -173,6 +192,7 @@ class TrainResult:
     stop_reason: str = ""
     best_metric: float | None = None
     best_step: int | None = None
+    world_size: int = 1
 
     @property
     def final_loss(self) -> float:
@@ -298,8 +318,13 @@ def _save_training_checkpoint(
     scaler: torch.amp.GradScaler | None,
     loop: dict[str, Any],
     metadata: dict[str, Any],
+    rank_rngs: list[tuple[dict[str, Tensor], dict[str, Any]]] | None = None,
 ) -> None:
-    """Write the training state first, then the model, each atomically; both record the step."""
+    """Write the training state first, then the model, each atomically; both record the step.
+
+    ``rank_rngs`` (several processes): every rank's random-number generator states, in rank
+    order; rank 0's are stored as in a single process, rank ``r``'s under ``rng/rank{r}/``.
+    """
     tensors: dict[str, Tensor] = {}
     opt = optimizer.state_dict()
     opt_scalars: dict[str, dict[str, Any]] = {}
@@ -309,8 +334,11 @@ def _save_training_checkpoint(
                 tensors[f"optimizer/{pid}/{key}"] = value.detach().cpu().contiguous()
             else:
                 opt_scalars.setdefault(str(pid), {})[key] = value
-    rng_tensors, rng_meta = _rng_state()
+    rng_tensors, rng_meta = _rng_state() if rank_rngs is None else rank_rngs[0]
     tensors.update(rng_tensors)
+    for r, (other_tensors, _) in enumerate(rank_rngs or [], start=0):
+        if r > 0:
+            tensors.update({f"rng/rank{r}/{k.removeprefix('rng/')}": v for k, v in other_tensors.items()})
     sched = {k: v for k, v in scheduler.state_dict().items() if k != "lr_lambdas"}
     state = {
         "loop": loop,
@@ -321,6 +349,8 @@ def _save_training_checkpoint(
         "scaler": scaler.state_dict() if scaler is not None else None,
         "rng": rng_meta,
     }
+    if rank_rngs is not None and len(rank_rngs) > 1:
+        state["rng_ranks"] = {str(r): meta for r, (_, meta) in enumerate(rank_rngs) if r > 0}
     _atomic_save_file(tensors, train_state_path(path), {"format": STATE_FORMAT, "state": json.dumps(state)})
     save_checkpoint(model, path, **{**metadata, "training": {"step": loop["step"], "epoch": loop["epoch"]}})
 
@@ -332,8 +362,13 @@ def _load_training_checkpoint(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     scaler: torch.amp.GradScaler | None,
     device: torch.device,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> dict[str, Any]:
-    """Restore everything written by :func:`_save_training_checkpoint`; return the loop state."""
+    """Restore everything written by :func:`_save_training_checkpoint`; return the loop state.
+
+    Rank ``rank`` of ``world_size`` processes restores its own random-number generators.
+    """
     config, metadata = read_checkpoint_header(path)
     if config != model.config:
         raise ValueError(
@@ -356,6 +391,13 @@ def _load_training_checkpoint(
         raise ValueError(f"{str(state_file)!r} was not written by train() (format {header.get('format')!r})")
     state = json.loads(header["state"])
     step = state["loop"]["step"]
+    saved_world = state["loop"].get("world_size", 1)
+    if saved_world != world_size:
+        raise ValueError(
+            f"resume_from={str(path)!r} was written by a run of {saved_world} process(es) but this run has "
+            f"{world_size}: resume with the same number of processes (each one's share of the data depends on it), "
+            f"or start a new run from the weights (load_checkpoint)"
+        )
     if metadata.get("training", {}).get("step") != step:
         raise ValueError(
             f"resume_from={str(path)!r} holds the model of step {metadata.get('training', {}).get('step')} but "
@@ -375,7 +417,15 @@ def _load_training_checkpoint(
     scheduler.load_state_dict({**state["scheduler"], "lr_lambdas": [None] * len(optimizer.param_groups)})
     if scaler is not None and state["scaler"] is not None:
         scaler.load_state_dict(state["scaler"])
-    _set_rng_state(tensors, state["rng"])
+    if rank == 0:
+        _set_rng_state(tensors, state["rng"])
+    else:
+        prefix = f"rng/rank{rank}/"
+        own = {"rng/" + k.removeprefix(prefix): v for k, v in tensors.items() if k.startswith(prefix)}
+        meta = state.get("rng_ranks", {}).get(str(rank))
+        if "rng/torch" not in own or meta is None:
+            raise ValueError(f"training state {str(state_file)!r} holds no random-number state for rank {rank}")
+        _set_rng_state(own, meta)
     return state["loop"]
 
 
@@ -383,9 +433,30 @@ def _load_training_checkpoint(
 # The loop.
 
 
-def _epoch_batches(train_data: TrainData, epoch: int) -> Iterator[Batch]:
+def _epoch_batches(train_data: TrainData, epoch: int, shard: tuple[int, int] | None = None) -> Iterator[Batch]:
+    """The batches of ``epoch``; with ``shard=(rank, world_size)`` only this rank's share of them."""
     source = train_data(epoch) if callable(train_data) else train_data
+    if shard is not None:
+        return shard_batches(source, rank=shard[0], world_size=shard[1])
     return iter(source)
+
+
+# The model's buffers (the positional table) never change: DDP need not send them before every forward.
+# PyTorch 2.13 renamed the option; older versions only know broadcast_buffers.
+_NO_BUFFER_SYNC = (
+    {"forward_sync_buffers": False}
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters
+    else {"broadcast_buffers": False}
+)
+
+
+def _group_tokens(group: list[Batch]) -> tuple[int, int]:
+    """(target tokens, source + target tokens) of a group of batches, padding excluded."""
+    for batch in group:
+        if not isinstance(batch, Batch):
+            raise TypeError(f"train_data must yield Batch objects, got {type(batch).__name__}")
+    target_tokens = sum(b.num_tokens for b in group)
+    return target_tokens, target_tokens + sum(b.num_src_tokens for b in group)
 
 
 def _autocast(amp: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
@@ -429,9 +500,22 @@ def train(
         metadata: JSON-serialisable extra metadata stored in every checkpoint (e.g. a tokenizer).
 
     The returned ``history`` covers the whole run, including steps before a resume.
+
+    Several processes: when ``torchrun`` launched the program and
+    :func:`~transformer_lib.distributed.init_distributed` joined the process group, every rank
+    calls ``train`` with the same arguments (and the same batches: build them from the epoch,
+    not from rank-dependent randomness). Each optimizer step then uses ``grad_accum`` batches
+    per rank, every rank's ``W``-th share of the epoch (a last incomplete round is left out);
+    losses in ``history`` are over all ranks; ``evaluate`` runs on every rank and rank 0's
+    metrics decide early stopping; only rank 0 writes checkpoints (the others wait for it) and
+    shows the progress bar. ``resume_from`` must be readable by every rank and come from a run
+    with the same number of processes.
     """
     if not isinstance(model, Transformer):
-        raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
+        raise TypeError(
+            f"model must be a transformer_lib.Transformer, got {type(model).__name__} (pass the bare model: "
+            f"under torchrun, train() wraps it in DistributedDataParallel itself)"
+        )
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     if not callable(train_data) and not isinstance(train_data, Iterable):
@@ -456,27 +540,53 @@ def train(
     except TypeError as error:
         raise TypeError(f"metadata must be JSON-serialisable: {error}") from None
 
+    distributed = is_distributed()
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    main = rank == 0
+    if distributed and dist.get_backend() == "nccl" and device.type != "cuda":
+        raise ValueError(f"the process group uses NCCL, which needs CUDA tensors, but device={str(device)!r}")
+
     model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
     scheduler = noam_schedule(
         optimizer, model.config.d_model, config.warmup_steps, config.noam_factor(model.config.d_model)
     )
     scaler = torch.amp.GradScaler("cuda") if config.amp == "fp16" else None
-    result = TrainResult()
-    loop: dict[str, Any] = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "bad_evals": 0, "last_eval_step": -1}
+    result = TrainResult(world_size=world)
+    loop: dict[str, Any] = {
+        "step": 0,
+        "epoch": 0,
+        "batch_in_epoch": 0,
+        "bad_evals": 0,
+        "last_eval_step": -1,
+        "world_size": world,
+    }
     if resume_from is not None:
-        loop = _load_training_checkpoint(Path(resume_from), model, optimizer, scheduler, scaler, device)
+        loop = _load_training_checkpoint(Path(resume_from), model, optimizer, scheduler, scaler, device, rank, world)
+        loop["world_size"] = world
         result = TrainResult(**loop.pop("result"))
         result.stop_reason, result.stopped_early = "", False  # this call's config decides when to stop
     else:
-        set_seed(config.seed)
+        set_seed(config.seed + rank)  # rank 0 (and a single process): config.seed
+    ddp: DistributedDataParallel | None = None
+    if distributed:
+        # One replica per process; backward() all-reduces (averages) the gradients across the ranks.
+        device_ids = None
+        if device.type == "cuda":
+            device_ids = [device.index if device.index is not None else torch.cuda.current_device()]
+        ddp = DistributedDataParallel(model, device_ids=device_ids, **_NO_BUFFER_SYNC)
 
     def snapshot() -> dict[str, Any]:
         return {**loop, "result": asdict(result)}
 
     def save(path: str | None) -> None:
-        if path is not None:
-            _save_training_checkpoint(Path(path), model, optimizer, scheduler, scaler, snapshot(), metadata)
+        if path is None:
+            return
+        # Every rank's random-number state goes into rank 0's file; only rank 0 writes, the others wait.
+        rank_rngs = all_gather_object(_rng_state()) if distributed else None
+        if main:
+            _save_training_checkpoint(Path(path), model, optimizer, scheduler, scaler, snapshot(), metadata, rank_rngs)
+        barrier()
 
     def run_evaluation() -> bool:
         """Evaluate, update best/patience; return True if training must stop."""
@@ -490,6 +600,8 @@ def train(
             model.train(was_training)
         if not isinstance(metrics, dict):
             raise TypeError(f"evaluate must return a dict of metrics, got {type(metrics).__name__}")
+        if distributed:  # every rank evaluated; rank 0's numbers decide, so that every rank decides alike
+            metrics = broadcast_object({k: float(v) for k, v in metrics.items()})
         row = {"step": loop["step"], "epoch": loop["epoch"], **{k: float(v) for k, v in metrics.items()}}
         result.eval_history.append(row)
         loop["last_eval_step"] = loop["step"]
@@ -507,9 +619,11 @@ def train(
             result.best_metric, result.best_step = value, loop["step"]
             loop["bad_evals"] = 0
             if config.best_checkpoint_path is not None:
-                save_checkpoint(
-                    model, config.best_checkpoint_path, **{**metadata, "step": loop["step"], "metrics": row}
-                )
+                if main:
+                    save_checkpoint(
+                        model, config.best_checkpoint_path, **{**metadata, "step": loop["step"], "metrics": row}
+                    )
+                barrier()
         else:
             loop["bad_evals"] += 1
         if config.target is not None and (value >= config.target if config.mode == "max" else value <= config.target):
@@ -526,7 +640,7 @@ def train(
         unit="step",
         file=sys.stderr,
         dynamic_ncols=True,
-        disable=_progress_disabled(config),
+        disable=_progress_disabled(config) or not main,
     )
     model.train()
     autocast = _autocast(config.amp, device)
@@ -539,17 +653,29 @@ def train(
             if config.max_epochs is not None and loop["epoch"] >= config.max_epochs:
                 result.stop_reason = "max_epochs"
                 break
-            batches = _epoch_batches(train_data, loop["epoch"])
+            batches = _epoch_batches(train_data, loop["epoch"], (rank, world) if distributed else None)
             for _ in range(loop["batch_in_epoch"]):  # resume in the middle of an epoch
                 next(batches, None)
             steps_this_epoch = 0
             while True:
                 start = time.perf_counter()
                 group = [b for _, b in zip(range(config.grad_accum), batches, strict=False)]
-                if not group:
+                if not distributed and not group:
                     break
+                target_tokens, tokens = _group_tokens(group)
+                if distributed:
+                    # [ranks that still have data, target tokens, all tokens], summed over the ranks. When one
+                    # rank has run out, the epoch ends on every rank: a rank that stepped alone would wait
+                    # forever for the others' gradients.
+                    counts = torch.tensor([int(bool(group)), target_tokens, tokens], dtype=torch.long, device=device)
+                    dist.all_reduce(counts)
+                    have, target_tokens, tokens = counts.tolist()
+                    if have < world:
+                        break
                 lr_used = optimizer.param_groups[0]["lr"]  # the rate this step uses
-                loss, tokens = _optimizer_step(model, group, optimizer, scheduler, scaler, config, device, autocast)
+                loss = _optimizer_step(
+                    model, group, optimizer, scheduler, scaler, config, device, autocast, target_tokens, ddp
+                )
                 elapsed = time.perf_counter() - start
                 loop["step"] += 1
                 loop["batch_in_epoch"] += len(group)
@@ -607,30 +733,41 @@ def _optimizer_step(
     config: TrainConfig,
     device: torch.device,
     autocast: contextlib.AbstractContextManager[Any],
-) -> tuple[float, int]:
-    """One optimizer step over ``grad_accum`` batches; return (mean loss per target token, tokens seen).
+    target_tokens: int,
+    ddp: DistributedDataParallel | None = None,
+) -> float:
+    """One optimizer step over ``grad_accum`` batches; return the mean loss per target token.
 
-    Each batch's summed loss is divided by the number of target tokens of the **whole group**, so
-    the accumulated gradient is the gradient of the mean loss over the group's tokens, the same as
-    one big batch would give.
+    ``target_tokens`` counts the target tokens of the **whole step**: of the group, and under
+    ``ddp`` of every rank's group. Each batch's summed loss is divided by it, so the accumulated
+    gradient is the gradient of the mean loss over the step's tokens, the same as one big batch
+    would give. ``DistributedDataParallel`` **averages** the ranks' gradients (their sum divided
+    by the world size ``W``), so under ``ddp`` each loss is also multiplied by ``W``::
+
+        grad = 1/W * sum_r grad(W * loss_r / N) = grad(sum_r loss_r / N)      N = all ranks' tokens
+
+    Under ``ddp`` the gradients are all-reduced only after the group's last batch (``no_sync``
+    for the others), and the returned loss is the mean over every rank's tokens.
     """
-    for batch in group:
-        if not isinstance(batch, Batch):
-            raise TypeError(f"train_data must yield Batch objects, got {type(batch).__name__}")
-    target_tokens = sum(b.num_tokens for b in group)
     if target_tokens == 0:
         raise ValueError("a training step got batches without any non-padding target token")
-    seen = target_tokens + sum(b.num_src_tokens for b in group)
+    world = dist.get_world_size() if ddp is not None else 1
+    forward = ddp if ddp is not None else model
     optimizer.zero_grad(set_to_none=True)
     total = torch.zeros((), device=device)
-    for batch in group:
+    for i, batch in enumerate(group):
         batch = batch.to(device)
-        with autocast:
-            logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
-        loss = sequence_loss(logits, batch.tgt_out, batch.pad_id, config.label_smoothing, reduction="sum")
-        scaled = loss / target_tokens
-        (scaler.scale(scaled) if scaler is not None else scaled).backward()
+        # Under DDP, only the group's last backward all-reduces; the others just accumulate locally.
+        sync = ddp.no_sync() if ddp is not None and i < len(group) - 1 else contextlib.nullcontext()
+        with sync:
+            with autocast:
+                logits = forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
+            loss = sequence_loss(logits, batch.tgt_out, batch.pad_id, config.label_smoothing, reduction="sum")
+            scaled = loss / target_tokens if ddp is None else loss * world / target_tokens
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()
         total += loss.detach()
+    if ddp is not None:
+        dist.all_reduce(total)  # the sum of every rank's summed loss
     if scaler is not None:
         if config.clip_norm is not None:
             scaler.unscale_(optimizer)
@@ -642,4 +779,4 @@ def _optimizer_step(
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
         optimizer.step()
     scheduler.step()
-    return float(total) / target_tokens, seen
+    return float(total) / target_tokens

@@ -19,6 +19,13 @@ tokenizer and the training history), :func:`evaluate_translation` (step 4, retur
 How big a model and how long to train is a :class:`TranslationProfile`: ``smoke`` (a minute on a
 laptop CPU, for CI: checks that everything runs, its BLEU means nothing), ``cpu`` (the best we
 found for 30 minutes of training on 2 CPU cores) and ``gpu`` (one GPU).
+
+Under ``torchrun`` (after :func:`~transformer_lib.distributed.init_distributed`, as
+``python -m transformer_lib translate`` does) every rank runs the pipeline: the first process of
+each machine downloads the data before the others read it, rank 0 learns the tokenizer and sends
+it to the others, :func:`~transformer_lib.training.train` splits each epoch's batches between the
+ranks (``max_tokens`` is per process, so a step sees ``world_size`` times as many tokens), and
+only rank 0 translates the test set and writes files.
 """
 
 from __future__ import annotations
@@ -41,6 +48,14 @@ from .bleu import BleuScore, corpus_bleu
 from .checkpoint import save_checkpoint
 from .config import TransformerConfig
 from .decoding import beam_search, greedy_decode
+from .distributed import (
+    all_gather_object,
+    broadcast_object,
+    is_distributed,
+    is_main_process,
+    main_process_first,
+    world_size,
+)
 from .model import Transformer
 from .multi30k import load_multi30k
 from .runtime import default_profile, pick_device, set_seed
@@ -79,6 +94,9 @@ class TranslationProfile:
         num_threads: CPU threads for PyTorch during the run (``None``: PyTorch's default). One
             thread suits tiny models, and never slows to a crawl when other programs compete for
             the cores (several threads then wait for each other).
+        model_overrides: more :class:`~transformer_lib.config.TransformerConfig` fields, applied over
+            the profile's (e.g. ``{"positional": "rope", "norm": "rmsnorm"}``; ``None``: none). Use
+            ``dataclasses.replace(translation_profile("smoke"), model_overrides={...})``.
     """
 
     name: str
@@ -108,10 +126,11 @@ class TranslationProfile:
     decode_batch_size: int = 128
     amp: str = "none"
     num_threads: int | None = None
+    model_overrides: dict[str, Any] | None = None
 
     def model_config(self, vocab_size: int) -> TransformerConfig:
         """The model of this profile for a joint vocabulary of ``vocab_size`` ids (shared embeddings)."""
-        return TransformerConfig(
+        config = TransformerConfig(
             src_vocab_size=vocab_size,
             tgt_vocab_size=vocab_size,
             d_model=self.d_model,
@@ -126,6 +145,9 @@ class TranslationProfile:
             pad_id=BPETokenizer.pad_id,
             max_len=512,
         )
+        if not self.model_overrides:
+            return config
+        return TransformerConfig.from_dict({**config.to_dict(), **self.model_overrides})  # unknown fields: ValueError
 
     def train_config(self, seed: int, progress: bool = True) -> TrainConfig:
         """The :class:`~transformer_lib.training.TrainConfig` of this profile."""
@@ -391,6 +413,7 @@ class TranslationRun:
         wall_seconds: wall time of :func:`train_translation` (data, tokenizer, training,
             validation and averaging).
         checkpoint: where the model was saved (``None``: not saved).
+        world_size: processes that trained together (1 without ``torchrun``).
     """
 
     model: Transformer
@@ -411,6 +434,7 @@ class TranslationRun:
     val_loss_averaged: float | None
     wall_seconds: float
     checkpoint: Path | None = None
+    world_size: int = 1
 
     @property
     def history(self) -> list[dict[str, float]]:
@@ -508,9 +532,16 @@ def train_translation(
     prof = _resolve_profile(profile, torch_device)
     _check_seed_and_threads(seed, threads)
     with _torch_threads(threads if threads is not None else prof.num_threads) as used_threads:
-        data = load_multi30k(data_dir)
+        with main_process_first():  # under torchrun: one download per machine, then everyone reads
+            data = load_multi30k(data_dir)
         train_pairs = data["train"][: prof.train_limit]
-        tokenizer = train_translation_tokenizer(train_pairs, vocab_size=prof.vocab_size)
+        if is_distributed():  # rank 0 learns the vocabulary; every rank must use exactly the same one
+            learnt = train_translation_tokenizer(train_pairs, prof.vocab_size) if is_main_process() else None
+            tokenizer = BPETokenizer.from_json_str(
+                broadcast_object(learnt.to_json_str() if learnt is not None else None)
+            )
+        else:
+            tokenizer = train_translation_tokenizer(train_pairs, vocab_size=prof.vocab_size)
         train_ids = encode_pairs(tokenizer, train_pairs)
         val_ids = encode_pairs(tokenizer, data["val"])
         special = (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
@@ -522,7 +553,8 @@ def train_translation(
             lambda epoch: token_batches(train_ids, prof.max_tokens, *special, shuffle=True, seed=seed * 1000 + epoch),
             prof.time_budget_s,
         )
-        steps_per_epoch = len(budget.batches(0))
+        world = world_size() if is_distributed() else 1  # processes training together
+        steps_per_epoch = max(1, len(budget.batches(0)) // world)  # each rank takes every world-th batch
         snapshots: list[dict[str, torch.Tensor]] = []
 
         def evaluate(m: Transformer) -> dict[str, float]:
@@ -535,6 +567,8 @@ def train_translation(
             return {"val_loss": metrics["loss"], "val_perplexity": metrics["perplexity"]}
 
         result = train(model, budget, prof.train_config(seed, progress), torch_device, evaluate=evaluate)
+        # Every rank watches its own clock: if one rank's budget ran out, training ended on all of them.
+        exhausted = any(all_gather_object(budget.exhausted))
 
         # Checkpoint averaging: keep the mean of the last snapshots if it predicts the validation set better.
         val_loss_last = result.eval_history[-1]["val_loss"]
@@ -562,13 +596,14 @@ def train_translation(
         test_pairs=data[TEST_SPLIT][: prof.test_limit],
         steps_per_epoch=steps_per_epoch,
         tokens=budget.tokens,
-        stop_reason="time_budget" if budget.exhausted else result.stop_reason,
+        stop_reason="time_budget" if exhausted else result.stop_reason,
         averaged_checkpoints=len(snapshots) if averaged else 1,
         val_loss_last=val_loss_last,
         val_loss_averaged=val_loss_averaged,
         wall_seconds=time.perf_counter() - wall_start,
+        world_size=world,
     )
-    if save is not None:
+    if save is not None and is_main_process():
         save_translation(run, save)
     return run
 
@@ -717,6 +752,7 @@ def translation_summary(
             "profile": run.profile.name,
             "seed": run.seed,
             "threads": run.threads,
+            "world_size": run.world_size,
             "stop_reason": run.stop_reason,
             "tokens_per_s": round(run.tokens_per_s, 1),
             "steps_per_epoch": run.steps_per_epoch,
@@ -776,7 +812,7 @@ def save_translation(
 def run_translation(
     data_dir: str | Path | None = None,
     profile: str | TranslationProfile | None = None,
-    device: str = "auto",
+    device: str | torch.device = "auto",
     seed: int = 0,
     save: str | Path | None = None,
     progress: bool = True,
@@ -794,9 +830,14 @@ def run_translation(
         (everything, data and decoding included), ``epochs`` (passes over the training data, a
         fraction when the time budget ends one midway), ``steps``, ``device``, ``params``,
         ``profile``, ``val_history`` (validation loss over training) and more details.
+
+    Under ``torchrun`` every rank trains; only rank 0 translates the test set, saves and returns
+    the full summary (the other ranks return the summary without test scores).
     """
     wall_start = time.perf_counter()
     run = train_translation(data_dir, profile, device, seed, progress=progress, threads=threads)
+    if not is_main_process():
+        return translation_summary(run)
     evaluation = evaluate_translation(run, progress=progress)
     wall_seconds = time.perf_counter() - wall_start
     summary = translation_summary(run, evaluation, wall_seconds)

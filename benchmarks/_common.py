@@ -1,0 +1,121 @@
+"""Helpers shared by the efficiency benchmarks (attention_scaling, kv_cache_scaling, compile_amp).
+
+Each script imports this file as ``_common`` (Python puts the script's own folder first on
+``sys.path``), prints progress to stderr and its result as one JSON object on the last line of stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from transformer_lib.runtime import pick_device
+
+
+def info(message: str) -> None:
+    """Progress and notes go to stderr, so that stdout ends with the JSON result alone."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def load_average() -> list[float] | None:
+    """The 1-, 5- and 15-minute load averages (``None`` where the OS has none, e.g. Windows)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_flags(wanted: Sequence[str] = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")) -> list[str]:
+    """Which of the ``wanted`` instruction-set flags the CPU reports (Linux only; [] elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return [flag for flag in wanted if flag in flags]
+    except OSError:
+        pass
+    return []
+
+
+def setup(device_name: str, threads: int, seed: int) -> torch.device:
+    """Pick the device, set the number of CPU threads (0: PyTorch's default) and seed."""
+    device = pick_device(device_name)
+    if threads > 0:
+        torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    return device
+
+
+def machine_info(device: torch.device) -> dict[str, Any]:
+    """Hardware and software facts that go into every result, and the load when this was called."""
+    facts: dict[str, Any] = {
+        "device": device.type,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "cpu_flags": cpu_flags(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average_start": load_average(),
+    }
+    if device.type == "cuda":
+        facts["cuda"] = torch.version.cuda
+    return facts
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so that a timer measures it (nothing to wait for on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_call(fn: Callable[[], object], device: torch.device) -> float:
+    """Seconds one call of ``fn`` takes (GPU work included)."""
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def fit_loglog(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float]:
+    """Least-squares line through ``(log x, log y)``: ``y ~ exp(intercept) * x ** slope``."""
+    points = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y > 0]
+    if len(points) < 2:
+        return {"slope": float("nan"), "intercept": float("nan")}
+    mean_x = sum(p[0] for p in points) / len(points)
+    mean_y = sum(p[1] for p in points) / len(points)
+    sxx = sum((p[0] - mean_x) ** 2 for p in points)
+    sxy = sum((p[0] - mean_x) * (p[1] - mean_y) for p in points)
+    slope = sxy / sxx
+    return {"slope": slope, "intercept": mean_y - slope * mean_x}
+
+
+def finish(result: dict[str, Any], started: float) -> None:
+    """Add the wall time and the load at the end, then print the result as the last line of stdout."""
+    result["load_average_end"] = load_average()
+    result["wall_seconds"] = round(time.perf_counter() - started, 2)
+    print(json.dumps(result))

@@ -27,6 +27,7 @@ from transformer_lib import (
     scaled_dot_product_attention,
     sinusoidal_table,
 )
+from transformer_lib.checks import check_positions_distinct, check_values_in_range
 from transformer_lib.multihead import guarded_attention
 
 F64 = torch.float64
@@ -345,10 +346,8 @@ def test_sinusoidal_table_matches_paper_formula() -> None:
             expected[pos, 2 * i] = math.sin(angle)
             expected[pos, 2 * i + 1] = math.cos(angle)
     assert_close(table.double(), expected, rtol=0, atol=1e-6)
-    assert table.min() >= -1.0 and table.max() <= 1.0
-    assert table.min() < -0.99  # it really uses [-1, 1], not [0, 1]
-    distances = torch.cdist(table, table) + torch.eye(max_len) * 10
-    assert distances.min() > 1e-2  # every position gets its own vector
+    check_values_in_range(table, -1.0, 1.0, tol=1e-2)  # inside [-1, 1] and reaching both ends: not [0, 1]
+    assert check_positions_distinct(table, min_distance=1e-2) > 1e-2  # every position gets its own vector
 
 
 def test_positional_encoding_adds_table_with_offset() -> None:

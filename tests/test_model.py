@@ -7,6 +7,12 @@ import torch
 from torch.testing import assert_close
 
 from transformer_lib import Transformer, padding_mask
+from transformer_lib.checks import (
+    check_causal,
+    check_depends_on_input,
+    check_outputs_are_logits,
+    check_padding_invariant,
+)
 
 PAD = 0
 
@@ -24,27 +30,16 @@ def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 def test_target_token_only_affects_later_positions(tiny_model, norm_first: bool) -> None:
     model = tiny_model(norm_first=norm_first)
     src, tgt = ids(2, 7, 11), ids(2, 6, 13, seed=1)
-    logits = model(src, tgt)
-    for t in range(6):
-        changed = tgt.clone()
-        changed[:, t] = changed[:, t] % 12 + 1  # another non-padding token
-        new = model(src, changed)
-        assert_close(new[:, :t], logits[:, :t], rtol=0, atol=1e-12)  # the past does not see the future
-        for later in range(t, 6):
-            assert max_diff(new[:, later], logits[:, later]) > 1e-6, f"position {later} ignores token {t}"
+    # changing target token t leaves logits < t unchanged (to 1e-12) and changes every position >= t
+    check_causal(lambda t: model(src, t), tgt, vocab_size=13, atol=1e-12, min_change=1e-6)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_source_padding_does_not_change_logits(tiny_model, norm_first: bool) -> None:
     model = tiny_model(norm_first=norm_first)
     src, tgt = ids(2, 5, 11), ids(2, 4, 13, seed=1)
-    padded = torch.cat([src, torch.full((2, 3), PAD)], dim=1)
-    assert_close(model(padded, tgt), model(src, tgt), rtol=0, atol=1e-10)
-    # ...and padding of a different length in each row of the same batch
-    ragged = padded.clone()
-    ragged[1, 3:] = PAD
-    alone = model(src[1:, :3], tgt[1:])
-    assert_close(model(ragged, tgt)[1:], alone, rtol=0, atol=1e-10)
+    # 3 padding tokens appended to every row, and a ragged batch (one row padded from position 2)
+    check_padding_invariant(lambda s: model(s, tgt), src, PAD, num_pad=3, atol=1e-10)
 
 
 def test_source_changes_logits(tiny_model) -> None:
@@ -52,8 +47,8 @@ def test_source_changes_logits(tiny_model) -> None:
     src, tgt = ids(2, 5, 11), ids(2, 4, 13, seed=1)
     changed = src.clone()
     changed[:, 2] = changed[:, 2] % 10 + 1
-    assert max_diff(model(changed, tgt), model(src, tgt)) > 1e-4
-    assert max_diff(model(src.flip(1), tgt), model(src, tgt)) > 1e-4  # order matters (positional encoding)
+    check_depends_on_input(lambda s: model(s, tgt), src, changed, min_change=1e-4)
+    check_depends_on_input(lambda s: model(s, tgt), src, src.flip(1), min_change=1e-4)  # order matters (positions)
 
 
 def test_encode_then_decode_equals_forward(tiny_model) -> None:
@@ -70,9 +65,8 @@ def test_encode_then_decode_equals_forward(tiny_model) -> None:
 def test_outputs_are_logits(tiny_model) -> None:
     model = tiny_model()
     logits = model(ids(2, 6, 11), ids(2, 5, 13, seed=1))
-    assert (logits < 0).any()
-    assert not torch.allclose(logits.sum(-1), torch.ones_like(logits[..., 0]), atol=1e-3)
-    assert max_diff(logits.log_softmax(-1), logits) > 1e-3
+    check_outputs_are_logits(logits, vocab_size=13)  # width 13, some negative, rows not summing to 1
+    assert max_diff(logits.log_softmax(-1), logits) > 1e-3  # not log-probabilities either
 
 
 def test_tied_and_shared_embeddings_count_parameters_once(tiny_config) -> None:

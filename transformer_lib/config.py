@@ -7,6 +7,20 @@ from typing import Any
 
 from ._checks import check_divisible, check_positive_int, check_probability
 from .feedforward import ACTIVATIONS
+from .norms import NORMS
+
+POSITIONALS = ("sinusoidal", "learned", "rope")
+"""The positional variants: the paper's fixed table, a learned table, rotary embeddings in self-attention."""
+
+
+def _check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} ({value!r})")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name}={value!r} is not one of {list(choices)}")
 
 
 @dataclass(frozen=True)
@@ -14,11 +28,15 @@ class TransformerConfig:
     """Every hyper-parameter of :class:`~transformer_lib.model.Transformer`.
 
     Defaults are the paper's base model (Vaswani et al., 2017, table 3), which has about 65M
-    parameters with a 37,000-token shared vocabulary.
+    parameters with a 37,000-token shared vocabulary. The variant fields (``positional``, ``norm``,
+    ``activation="swiglu"``, ``num_kv_heads``) default to the paper's choices, so a config that does
+    not mention them builds exactly the model it built before they existed (and old checkpoints,
+    whose stored config lacks them, load unchanged).
 
     Attributes:
         src_vocab_size, tgt_vocab_size: vocabulary sizes.
-        d_model, num_heads, d_ff: widths; ``d_model`` must be even and divisible by ``num_heads``.
+        d_model, num_heads, d_ff: widths; ``d_model`` must be divisible by ``num_heads`` (and even
+            for the sinusoidal table). ``d_ff`` is the feed-forward hidden width for every activation.
         num_encoder_layers, num_decoder_layers: depth of each stack.
         dropout: residual and embedding dropout (the paper: 0.1).
         max_len: longest sequence the positional encoding accepts.
@@ -26,8 +44,16 @@ class TransformerConfig:
         tie_embeddings: share the target embedding with the output projection.
         pad_id: the padding token id, used to build masks when none are given.
         share_embeddings: also share the source embedding (needs a joint vocabulary).
-        activation: feed-forward activation, ``"relu"`` or ``"gelu"``.
+        activation: feed-forward activation, ``"relu"`` (the paper), ``"gelu"`` or ``"swiglu"``
+            (a gated unit with a third matrix; see :class:`~transformer_lib.feedforward.FeedForward`).
         attention_dropout: dropout on attention weights (not in the paper; default 0).
+        positional: ``"sinusoidal"`` (the paper's fixed table, added to the embeddings),
+            ``"learned"`` (a trained table of ``max_len`` rows, added the same way) or ``"rope"``
+            (rotary embeddings: queries and keys of every self-attention are rotated by their
+            position; nothing is added to the embeddings; needs an even head width).
+        norm: ``"layernorm"`` (the paper) or ``"rmsnorm"`` (no centring, no bias).
+        num_kv_heads: key/value heads of every attention (grouped-query attention); ``None`` means
+            ``num_heads`` (plain multi-head attention). Must divide ``num_heads``.
     """
 
     src_vocab_size: int
@@ -45,6 +71,9 @@ class TransformerConfig:
     share_embeddings: bool = False
     activation: str = "relu"
     attention_dropout: float = 0.0
+    positional: str = "sinusoidal"
+    norm: str = "layernorm"
+    num_kv_heads: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -59,10 +88,20 @@ class TransformerConfig:
         ):
             check_positive_int(name, getattr(self, name))
         check_divisible(self.d_model, self.num_heads)
-        if self.d_model % 2 != 0:
+        _check_choice("positional", self.positional, POSITIONALS)
+        if self.positional == "sinusoidal" and self.d_model % 2 != 0:
             raise ValueError(f"d_model={self.d_model} must be even for the sinusoidal positional encoding")
+        if self.positional == "rope" and (self.d_model // self.num_heads) % 2 != 0:
+            raise ValueError(
+                f"positional='rope' rotates pairs of features, so the head width d_model / num_heads = "
+                f"{self.d_model}/{self.num_heads} = {self.d_model // self.num_heads} must be even"
+            )
         check_probability("dropout", self.dropout)
         check_probability("attention_dropout", self.attention_dropout)
+        for name in ("norm_first", "tie_embeddings", "share_embeddings"):
+            _check_bool(name, getattr(self, name))
+        if isinstance(self.pad_id, bool) or not isinstance(self.pad_id, int):
+            raise TypeError(f"pad_id must be an int token id, got {type(self.pad_id).__name__} ({self.pad_id!r})")
         for name in ("src_vocab_size", "tgt_vocab_size"):
             if not 0 <= self.pad_id < getattr(self, name):
                 raise ValueError(f"pad_id={self.pad_id} must be a valid id of {name}={getattr(self, name)}")
@@ -71,8 +110,21 @@ class TransformerConfig:
                 f"share_embeddings=True needs src_vocab_size == tgt_vocab_size, got "
                 f"{self.src_vocab_size} and {self.tgt_vocab_size}"
             )
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation={self.activation!r} is not one of {sorted(ACTIVATIONS)}")
+        _check_choice("activation", self.activation, tuple(sorted(ACTIVATIONS)))
+        _check_choice("norm", self.norm, tuple(NORMS))
+        if self.num_kv_heads is not None:
+            check_positive_int("num_kv_heads", self.num_kv_heads)
+            if self.num_heads % self.num_kv_heads != 0:
+                raise ValueError(
+                    f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads} (each key/value "
+                    f"head serves the same number of query heads); try one of "
+                    f"{[h for h in range(1, self.num_heads + 1) if self.num_heads % h == 0]}"
+                )
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads of every attention: ``num_kv_heads``, or ``num_heads`` when it is ``None``."""
+        return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-serialisable)."""
@@ -80,7 +132,13 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TransformerConfig:
-        """Build from a dict, refusing unknown keys with a clear error."""
+        """Build from a dict, refusing unknown keys with a clear error.
+
+        Fields missing from ``values`` take their defaults, so a dict saved before a field existed
+        (an old checkpoint) builds the model it described.
+        """
+        if not isinstance(values, dict):
+            raise TypeError(f"values must be a dict of TransformerConfig fields, got {type(values).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:

@@ -3,6 +3,13 @@
 Post-LN (the paper, ``norm_first=False``): ``x = norm(x + dropout(sublayer(x)))``.
 Pre-LN (``norm_first=True``): ``x = x + dropout(sublayer(norm(x)))``, and the stack ends with a
 final norm, because nothing else normalises the last layer's output.
+
+The variants are keyword arguments of every class here (defaults: the paper's model):
+``norm="rmsnorm"`` puts :class:`~transformer_lib.norms.RMSNorm` wherever ``LayerNorm`` was,
+``num_kv_heads`` makes every attention grouped-query, and ``rotary`` (a
+:class:`~transformer_lib.positional.RotaryEmbedding`) rotates queries and keys in the
+**self**-attentions only (cross-attention compares decoder and encoder positions, which do not
+count from a common origin in any useful way, so it stays position-free).
 """
 
 from __future__ import annotations
@@ -12,7 +19,8 @@ from torch import Tensor, nn
 from ._checks import check_positive_int, check_probability
 from .feedforward import FeedForward
 from .multihead import KVCache, MultiHeadAttention
-from .norms import LayerNorm
+from .norms import make_norm
+from .positional import RotaryEmbedding
 
 
 class EncoderLayer(nn.Module):
@@ -22,8 +30,11 @@ class EncoderLayer(nn.Module):
         d_model, num_heads, d_ff: widths (see :class:`MultiHeadAttention`, :class:`FeedForward`).
         dropout: residual dropout on each sub-layer's output, and inside the feed-forward.
         norm_first: ``False`` for Post-LN (the paper), ``True`` for Pre-LN.
-        activation: feed-forward activation.
+        activation: feed-forward activation (``"relu"``, ``"gelu"`` or ``"swiglu"``).
         attention_dropout: dropout on the attention weights (the paper does not use it).
+        norm: ``"layernorm"`` (the paper) or ``"rmsnorm"``.
+        num_kv_heads: key/value heads of the attention (``None``: ``num_heads``).
+        rotary: rotary embedding for the self-attention's queries and keys (``None``: none).
 
     Shape:
         x: ``(B, T, d_model)``; mask: bool broadcasting to ``(B, H, T, T)``; output: ``(B, T, d_model)``.
@@ -38,13 +49,19 @@ class EncoderLayer(nn.Module):
         norm_first: bool = False,
         activation: str = "relu",
         attention_dropout: float = 0.0,
+        *,
+        norm: str = "layernorm",
+        num_kv_heads: int | None = None,
+        rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
+        self.self_attn = MultiHeadAttention(
+            d_model, num_heads, attention_dropout, num_kv_heads=num_kv_heads, rotary=rotary
+        )
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model)
+        self.norm1 = make_norm(norm, d_model)
+        self.norm2 = make_norm(norm, d_model)
         self.dropout1 = nn.Dropout(check_probability("dropout", dropout))
         self.dropout2 = nn.Dropout(dropout)
 
@@ -66,6 +83,8 @@ class DecoderLayer(nn.Module):
     Cross-attention takes its **query from the decoder** (``x``) and its **key and value from the
     encoder output** (``memory``), so source and target may have different lengths.
 
+    Arguments as :class:`EncoderLayer`; ``rotary`` applies to the self-attention only.
+
     Shape:
         x: ``(B, T, d_model)``; memory: ``(B, S, d_model)``;
         tgt_mask: bool broadcasting to ``(B, H, T, T)``; memory_mask: to ``(B, H, T, S)``;
@@ -81,15 +100,21 @@ class DecoderLayer(nn.Module):
         norm_first: bool = False,
         activation: str = "relu",
         attention_dropout: float = 0.0,
+        *,
+        norm: str = "layernorm",
+        num_kv_heads: int | None = None,
+        rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
+        self.self_attn = MultiHeadAttention(
+            d_model, num_heads, attention_dropout, num_kv_heads=num_kv_heads, rotary=rotary
+        )
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, attention_dropout, num_kv_heads=num_kv_heads)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model)
-        self.norm3 = LayerNorm(d_model)
+        self.norm1 = make_norm(norm, d_model)
+        self.norm2 = make_norm(norm, d_model)
+        self.norm3 = make_norm(norm, d_model)
         self.dropout1 = nn.Dropout(check_probability("dropout", dropout))
         self.dropout2 = nn.Dropout(dropout)
         self.dropout3 = nn.Dropout(dropout)
@@ -121,7 +146,7 @@ class DecoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """A stack of :class:`EncoderLayer`, with a final norm in Pre-LN mode.
+    """A stack of :class:`EncoderLayer`, with a final norm in Pre-LN mode (arguments as the layer's).
 
     Shape:
         x: ``(B, S, d_model)``; mask: broadcasting to ``(B, H, S, S)``; output: ``(B, S, d_model)``.
@@ -137,14 +162,19 @@ class Encoder(nn.Module):
         norm_first: bool = False,
         activation: str = "relu",
         attention_dropout: float = 0.0,
+        *,
+        norm: str = "layernorm",
+        num_kv_heads: int | None = None,
+        rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
         check_positive_int("num_layers", num_layers)
+        variants = dict(norm=norm, num_kv_heads=num_kv_heads, rotary=rotary)
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, attention_dropout)
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, attention_dropout, **variants)
             for _ in range(num_layers)
         )
-        self.norm = LayerNorm(d_model) if norm_first else None
+        self.norm = make_norm(norm, d_model) if norm_first else None
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """Run every layer in turn."""
@@ -154,7 +184,7 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """A stack of :class:`DecoderLayer`, with a final norm in Pre-LN mode.
+    """A stack of :class:`DecoderLayer`, with a final norm in Pre-LN mode (arguments as the layer's).
 
     Shape:
         x: ``(B, T, d_model)``; memory: ``(B, S, d_model)``; output: ``(B, T, d_model)``.
@@ -170,14 +200,19 @@ class Decoder(nn.Module):
         norm_first: bool = False,
         activation: str = "relu",
         attention_dropout: float = 0.0,
+        *,
+        norm: str = "layernorm",
+        num_kv_heads: int | None = None,
+        rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
         check_positive_int("num_layers", num_layers)
+        variants = dict(norm=norm, num_kv_heads=num_kv_heads, rotary=rotary)
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, attention_dropout)
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, attention_dropout, **variants)
             for _ in range(num_layers)
         )
-        self.norm = LayerNorm(d_model) if norm_first else None
+        self.norm = make_norm(norm, d_model) if norm_first else None
 
     def forward(
         self,

@@ -10,7 +10,7 @@ from .embedding import TokenEmbedding
 from .layers import Decoder, Encoder
 from .masks import causal_mask, padding_mask, target_mask
 from .multihead import KVCache
-from .positional import PositionalEncoding
+from .positional import RotaryEmbedding, make_positional
 
 
 class Transformer(nn.Module):
@@ -21,6 +21,12 @@ class Transformer(nn.Module):
 
     Masks left as ``None`` are built from ``config.pad_id``: padding keys are hidden everywhere and
     the decoder's self-attention is causal, so ``model(src, tgt)`` is always correct.
+
+    The variants of :class:`~transformer_lib.config.TransformerConfig` are wired here:
+    ``positional`` picks the input module ``self.positional`` (one module for source and target:
+    the sinusoidal table, one learned table, or dropout only with ``"rope"``, where a single
+    :class:`~transformer_lib.positional.RotaryEmbedding` is shared by every self-attention);
+    ``norm``, ``activation`` and ``num_kv_heads`` go to every layer.
 
     Shape:
         src: ``(B, S)`` ids; tgt: ``(B, T)`` ids.
@@ -38,10 +44,12 @@ class Transformer(nn.Module):
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
         if c.share_embeddings:
             self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
-        self.positional = PositionalEncoding(c.d_model, c.dropout, c.max_len)
+        self.positional = make_positional(c.positional, c.d_model, c.dropout, c.max_len)
+        rotary = RotaryEmbedding(c.d_model // c.num_heads, c.max_len) if c.positional == "rope" else None
         layer_args = (c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.activation, c.attention_dropout)
-        self.encoder = Encoder(c.num_encoder_layers, *layer_args)
-        self.decoder = Decoder(c.num_decoder_layers, *layer_args)
+        variants = dict(norm=c.norm, num_kv_heads=c.num_kv_heads, rotary=rotary)
+        self.encoder = Encoder(c.num_encoder_layers, *layer_args, **variants)
+        self.decoder = Decoder(c.num_decoder_layers, *layer_args, **variants)
         self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         if c.tie_embeddings:
             self.generator.weight = self.tgt_embed.embedding.weight

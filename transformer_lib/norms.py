@@ -1,4 +1,4 @@
-"""Layer normalisation (层归一化) and RMS normalisation, written from their formulas."""
+"""Layer normalisation (层归一化) and RMS normalisation (均方根归一化), written from their formulas."""
 
 from __future__ import annotations
 
@@ -98,5 +98,21 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalise over the last dimension."""
+        if x.size(-1) != self.d_model:
+            raise ValueError(f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}")
         mean_square = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
         return x * torch.rsqrt(mean_square + self.eps) * self.weight
+
+
+NORMS: dict[str, type[LayerNorm] | type[RMSNorm]] = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
+"""The normalisations a layer can use, by the name ``TransformerConfig.norm`` gives them."""
+
+
+def make_norm(kind: str, d_model: int) -> LayerNorm | RMSNorm:
+    """A fresh ``LayerNorm`` (``kind="layernorm"``) or ``RMSNorm`` (``"rmsnorm"``) of width ``d_model``.
+
+    Each keeps its own default ``eps`` (1e-5 for LayerNorm as ``nn.LayerNorm``, 1e-6 for RMSNorm).
+    """
+    if kind not in NORMS:
+        raise ValueError(f"norm={kind!r} is not one of {list(NORMS)}")
+    return NORMS[kind](d_model)

@@ -133,8 +133,8 @@ def test_toc_lists_every_notebook_once_in_order() -> None:
         assert any((ROOT / f"{entry}{suffix}").is_file() for suffix in (".md", ".ipynb")), f"{entry} missing"
 
 
-def test_there_are_twelve_chapters() -> None:
-    assert [nb.stem[:2] for nb in NOTEBOOKS] == [f"{n:02d}" for n in range(12)]
+def test_there_are_sixteen_chapters() -> None:
+    assert [nb.stem[:2] for nb in NOTEBOOKS] == [f"{n:02d}" for n in range(16)]
 
 
 # --- each notebook -----------------------------------------------------------------------------
@@ -217,3 +217,19 @@ def test_landing_page_links_every_chapter() -> None:
     intro = (ROOT / "intro.md").read_text(encoding="utf-8")
     for nb in NOTEBOOKS:
         assert f"](chapters/{nb.name})" in intro, f"intro.md has no link to chapters/{nb.name}"
+
+
+def test_landing_page_shows_the_colab_cell_the_notebooks_run() -> None:
+    """The "run it on Colab" instructions quote the very first code cell of every chapter."""
+    intro = (ROOT / "intro.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", intro, flags=re.DOTALL)
+    assert COLAB_CELL in [block.strip() for block in blocks], "intro.md does not show the notebooks' Colab cell"
+
+
+def test_readme_shows_a_screenshot_taken_by_the_browser_test() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "![" in readme and "(docs/screenshot.png)" in readme
+    png = (ROOT / "docs" / "screenshot.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (width, height) == (1280, 900), "docs/screenshot.png: copy a _build/screenshots/*.top.png"

@@ -4,7 +4,8 @@ What a reader would notice is checked on each page: no JavaScript errors in the 
 request, every formula typeset by MathJax (and none of them a TeX error), every image loaded, every
 Plotly figure drawn, the ipywidgets rendered, the Colab link of a notebook page pointing at that
 notebook on GitHub, and every Plotly figure with a slider redrawing when the slider moves. A
-full-page screenshot of each page goes to ``_build/screenshots/``.
+full-page screenshot of each page goes to ``_build/screenshots/``, with one of the first screen
+(``NAME.top.png``; ``docs/screenshot.png`` in the README is one of them).
 
 The test runs offline: the site is served from ``_build/html`` by a local ``http.server``; the
 scripts the pages load from CDNs (MathJax, RequireJS and the widget manager from jsDelivr, plotly.js
@@ -338,7 +339,10 @@ def test_page(browser: Any, site_url: str, path: str, sliders: dict[str, Any]) -
                 problems.append(f"Colab links {links}, expected exactly [{expected!r}]")
 
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / (path.replace("/", "__") + ".png")), full_page=True)
+        name = path.replace("/", "__")
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.top.png"))  # what a reader sees first (README)
         problems += log.problems()
     finally:
         page.context.close()

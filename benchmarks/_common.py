@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from transformer_lib.config import TransformerConfig
 from transformer_lib.runtime import pick_device
 
 
@@ -56,6 +57,23 @@ def cpu_flags(wanted: Sequence[str] = ("avx2", "avx512f", "avx512_bf16", "amx_bf
     except OSError:
         pass
     return []
+
+
+def decoding_model_config() -> TransformerConfig:
+    """The decoding benchmarks' model: the size of the book's translation model (d_model 256, 3+3 layers,
+    4 heads, d_ff 1024, Pre-LN, one shared vocabulary of 8,000 ids), randomly initialised by the caller."""
+    return TransformerConfig(
+        src_vocab_size=8000,
+        tgt_vocab_size=8000,
+        d_model=256,
+        num_heads=4,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        d_ff=1024,
+        dropout=0.1,
+        norm_first=True,
+        share_embeddings=True,
+    )
 
 
 def setup(device_name: str, threads: int, seed: int) -> torch.device:

@@ -25,8 +25,9 @@ import statistics
 import time
 
 import torch
+from _common import decoding_model_config
 
-from transformer_lib import Transformer, TransformerConfig
+from transformer_lib import Transformer
 from transformer_lib.decoding import greedy_decode
 
 BOS, EOS = 1, 2
@@ -49,20 +50,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    config = TransformerConfig(
-        src_vocab_size=8000,
-        tgt_vocab_size=8000,
-        d_model=256,
-        num_heads=4,
-        num_encoder_layers=3,
-        num_decoder_layers=3,
-        d_ff=1024,
-        dropout=0.1,
-        norm_first=True,
-        share_embeddings=True,
-    )
+    config = decoding_model_config()
     model = Transformer(config).eval()
-    src = torch.randint(3, 8000, (args.batch, args.src_len))
+    src = torch.randint(3, config.src_vocab_size, (args.batch, args.src_len))
     timed(model, src[:2], 8, True)  # warm-up
     timed(model, src[:2], 8, False)
     cached_times, uncached_times = [], []

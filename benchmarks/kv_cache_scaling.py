@@ -32,10 +32,10 @@ import statistics
 import time
 
 import torch
-from _common import finish, fit_loglog, info, machine_info, setup, synchronize
+from _common import decoding_model_config, finish, fit_loglog, info, machine_info, setup, synchronize
 from torch import Tensor
 
-from transformer_lib import Transformer, TransformerConfig, padding_mask
+from transformer_lib import Transformer, padding_mask
 from transformer_lib.decoding import greedy_decode
 from transformer_lib.memory import kv_cache_formula_bytes, kv_cache_nbytes
 
@@ -78,18 +78,7 @@ def main() -> None:
     result = {"benchmark": "kv_cache_scaling", **machine_info(device)}
     info(f"greedy decoding on {device.type} ({result['device_name']}), {result['threads']} thread(s)")
 
-    config = TransformerConfig(
-        src_vocab_size=8000,
-        tgt_vocab_size=8000,
-        d_model=256,
-        num_heads=4,
-        num_encoder_layers=3,
-        num_decoder_layers=3,
-        d_ff=1024,
-        dropout=0.1,
-        norm_first=True,
-        share_embeddings=True,
-    )
+    config = decoding_model_config()
     model = Transformer(config).to(device).eval()
     src = torch.randint(3, config.src_vocab_size, (args.batch, args.src_len), device=device)
     d_k = config.d_model // config.num_heads

@@ -49,7 +49,7 @@ from transformer_lib.copy_task import copy_model_config, run_copy_task
 from transformer_lib.translation import evaluate_translation, train_translation, translation_profile
 
 COPY_D_FF = 128  # copy_model_config's d_ff
-SMOKE_D_FF = 128  # the smoke profile's d_ff
+TRANSLATION_D_FF = {"smoke": 128, "cpu": 1024}  # each translation profile's d_ff
 
 
 def swiglu_width(d_ff: int) -> int:
@@ -125,7 +125,9 @@ def run_copy(name: str, overrides: dict[str, Any], seeds: list[int], args: argpa
 def run_translation_variant(
     name: str, overrides: dict[str, Any], seeds: list[int], args: argparse.Namespace
 ) -> dict[str, Any]:
-    profile = replace(translation_profile("smoke"), time_budget_s=None, model_overrides=overrides)
+    profile = replace(translation_profile(args.translation_profile), time_budget_s=None, model_overrides=overrides)
+    if args.translation_steps is not None:  # a step budget instead of the profile's time budget
+        profile = replace(profile, max_steps=args.translation_steps)
     if args.quick:  # a few steps on a slice: checks the pipeline runs, the numbers mean nothing
         profile = replace(
             profile, train_limit=200, test_limit=10, vocab_size=250, max_steps=4, eval_every=None, beam_size=2
@@ -199,10 +201,26 @@ def main() -> None:
         help="more seeds for the baseline alone, to measure seed-to-seed spread (default: 2 3; quick: none)",
     )
     parser.add_argument("--variants", nargs="*", default=None, help=f"default: all of {list(variants(128))}")
+    parser.add_argument(
+        "--translation-profile",
+        choices=sorted(TRANSLATION_D_FF),
+        default="smoke",
+        help="translation profile (default smoke; cpu needs --translation-steps)",
+    )
+    parser.add_argument(
+        "--translation-steps",
+        type=int,
+        default=None,
+        help="optimizer steps per translation run, replacing the profile's time budget (default: smoke's 150)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (default 1: steadier on a shared CPU)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--data-dir", default=None, help="Multi30k folder (default: $MULTI30K_DIR or the cache)")
     args = parser.parse_args()
+    if args.translation_steps is not None and args.translation_steps < 1:
+        parser.error(f"--translation-steps must be a positive number of optimizer steps, got {args.translation_steps}")
+    if args.translation_profile == "cpu" and args.translation_steps is None:
+        parser.error("--translation-profile cpu has a time budget, not a step budget: give --translation-steps")
     started = time.perf_counter()
     copy_seeds = args.copy_seeds if args.copy_seeds is not None else ([0] if args.quick else [0, 1])
     translation_seeds = args.translation_seeds if args.translation_seeds is not None else [0]
@@ -228,6 +246,8 @@ def main() -> None:
         "torch": torch.__version__,
         "copy_seeds": copy_seeds,
         "translation_seeds": translation_seeds,
+        "translation_profile": args.translation_profile,
+        "translation_steps": args.translation_steps,
         "noise_seeds": noise_seeds,
         "copy_budget": {
             "max_steps": args.copy_max_steps,
@@ -238,9 +258,12 @@ def main() -> None:
     }
     copy_variants = variants(COPY_D_FF)
     result["copy"] = [run_copy(name, copy_variants[name], copy_seeds, args) for name in names] if copy_seeds else []
-    smoke_variants = variants(SMOKE_D_FF)
+    translation_variants = variants(TRANSLATION_D_FF[args.translation_profile])
     result["translation"] = (
-        [run_translation_variant(name, smoke_variants[name], translation_seeds, args) for name in translation_names]
+        [
+            run_translation_variant(name, translation_variants[name], translation_seeds, args)
+            for name in translation_names
+        ]
         if translation_seeds
         else []
     )

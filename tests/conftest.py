@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
 from transformer_lib import Transformer, TransformerConfig
 
@@ -21,6 +22,32 @@ TINY = dict(
     dropout=0.0,
     max_len=64,
 )
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """One PyTorch thread for a test module (its module-scoped fixtures included), then the old number back.
+
+    Tiny tensors: a second thread only fights over a shared CPU (up to 10x slower there). A module
+    opts in with ``pytestmark = pytest.mark.usefixtures("one_thread")``.
+    """
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
+    """Give biases and norm weights random values (they start at 0 / 1, which would hide bugs)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.2
+            if name.endswith("bias"):
+                p.copy_(noise)
+            elif "norm" in name:
+                p.copy_(1.0 + noise)
+    return module
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import randomize_
 from torch import nn
 from torch.func import functional_call
 from torch.testing import assert_close
@@ -37,17 +38,6 @@ D_MODEL, HEADS, D_FF = 16, 4, 32
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
-def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
-    """Give biases and norm parameters random values (they start at 0 / 1, which would hide bugs)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.2
-            if name.endswith("bias"):
-                p.copy_(noise)
-            elif "norm" in name:
-                p.copy_(1.0 + noise)
-    return module
 
 
 def torch_state_dict(ours: nn.Module) -> dict[str, torch.Tensor]:

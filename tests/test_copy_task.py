@@ -24,14 +24,7 @@ from transformer_lib.copy_task import (
 )
 from transformer_lib.decoding import beam_search, greedy_decode
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny tensors: a second thread only fights over a shared CPU (up to 10x slower here)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

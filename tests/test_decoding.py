@@ -15,13 +15,7 @@ from transformer_lib.decoding import beam_search, greedy_decode, length_penalty_
 PAD, BOS, EOS = 0, 1, 2
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: extra threads only fight over the shared CPU."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def random_model(seed: int, norm_first: bool = False, vocab: int = 20) -> Transformer:

@@ -27,13 +27,7 @@ PAD, BOS, EOS = 0, 1, 2
 VOCAB = 13
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: extra threads only fight over the shared CPU."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def small_model(seed: int = 0, dropout: float = 0.0, norm_first: bool = True) -> Transformer:

@@ -17,6 +17,7 @@ from dataclasses import asdict, replace
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import randomize_
 from safetensors.torch import save_model
 from torch import nn
 from torch.testing import assert_close
@@ -54,26 +55,7 @@ PAD, BOS, EOS = 0, 1, 2
 SRC_VOCAB, TGT_VOCAB = 11, 13
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny tensors: extra threads only fight over the shared CPU."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
-def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
-    """Give biases and norm weights random values (they start at 0 / 1, which would hide bugs)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.2
-            if name.endswith("bias"):
-                p.copy_(noise)
-            elif "norm" in name:
-                p.copy_(1.0 + noise)
-    return module
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def ids(batch: int, length: int, vocab: int, seed: int = 0) -> torch.Tensor:

@@ -19,6 +19,7 @@ import torch
 
 from transformer_lib.config import TransformerConfig
 from transformer_lib.runtime import pick_device
+from transformer_lib.translation import translation_profile
 
 
 def info(message: str) -> None:
@@ -60,20 +61,9 @@ def cpu_flags(wanted: Sequence[str] = ("avx2", "avx512f", "avx512_bf16", "amx_bf
 
 
 def decoding_model_config() -> TransformerConfig:
-    """The decoding benchmarks' model: the size of the book's translation model (d_model 256, 3+3 layers,
-    4 heads, d_ff 1024, Pre-LN, one shared vocabulary of 8,000 ids), randomly initialised by the caller."""
-    return TransformerConfig(
-        src_vocab_size=8000,
-        tgt_vocab_size=8000,
-        d_model=256,
-        num_heads=4,
-        num_encoder_layers=3,
-        num_decoder_layers=3,
-        d_ff=1024,
-        dropout=0.1,
-        norm_first=True,
-        share_embeddings=True,
-    )
+    """The decoding benchmarks' model: the model of the ``cpu`` translation profile (d_model 256, 3+3 layers,
+    4 heads, d_ff 1024, Pre-LN) for one shared vocabulary of 8,000 ids; the caller initialises it randomly."""
+    return translation_profile("cpu").model_config(8000)
 
 
 def setup(device_name: str, threads: int, seed: int) -> torch.device:

@@ -1,4 +1,4 @@
-"""Variants of the Transformer compared under one budget: the copy task and the translation ``smoke`` profile.
+r"""Variants of the Transformer compared under one budget: the copy task and the translation ``smoke`` or ``cpu`` profile.
 
 Every variant is the task's own model with a few :class:`~transformer_lib.config.TransformerConfig`
 fields changed (see :func:`variants`); everything else is identical: the data, the seeds, the
@@ -24,6 +24,22 @@ Usage::
     .venv/bin/python benchmarks/variants.py --quick     # tiny budgets, translation for 2 variants (CI)
     .venv/bin/python benchmarks/variants.py --copy-seeds 0 1 2 3 4 --translation-seeds 0 1 --variants baseline rope
 
+* **Translation, ``cpu`` profile** (chapter 11's translator: all 29,000 training pairs, an 8,000-token
+  BPE vocabulary, d_model 256, 3+3 layers, Pre-LN; the 1,000 sentences of test_2016_flickr). One
+  variant costs about 21 minutes on 2 Intel Xeon cores (2 threads), too long for a notebook, so each
+  is run on its own under a step budget (``--translation-steps``; 859 is the number of steps chapter
+  11's 30 minutes gave on an AMD EPYC), and ``--append-to`` collects the results in
+  ``benchmarks/results/variants_translation_cpu.json``, which chapter 15 reads back. The baseline runs
+  a second time with seed 1 as the yardstick::
+
+    f=benchmarks/results/variants_translation_cpu.json
+    for v in baseline post-ln rope modern; do
+      .venv/bin/python benchmarks/variants.py --variants $v --copy-seeds --noise-seeds --threads 2 \
+        --translation-profile cpu --translation-steps 859 --translation-seeds 0 --append-to $f
+    done
+    .venv/bin/python benchmarks/variants.py --variants baseline --copy-seeds --noise-seeds --threads 2 \
+      --translation-profile cpu --translation-steps 859 --translation-seeds 1 --append-to $f
+
 ``noise`` in the output repeats the baseline with the ``--noise-seeds`` (default 2 and 3): the spread
 of its numbers over seeds is the yardstick for the differences between variants. The full run takes
 about 15 minutes on 2 shared CPU cores (one thread); ``--quick`` about 20 seconds, and its numbers
@@ -40,6 +56,8 @@ import os
 import statistics
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -188,6 +206,34 @@ def baseline_spread(
     }
 
 
+def read_results(path: Path) -> dict[str, Any]:
+    """The results file at ``path`` (``{"benchmark": "variants", "runs": [...]}``); an empty one if there is none."""
+    if not path.exists():
+        return {"benchmark": "variants", "runs": []}
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"--append-to {path}: not a JSON file ({error})") from error
+    valid = isinstance(stored, dict) and stored.get("benchmark") == "variants" and isinstance(stored.get("runs"), list)
+    if not valid:
+        raise ValueError(f'--append-to {path}: expected a JSON object {{"benchmark": "variants", "runs": [...]}}')
+    return stored
+
+
+def append_run(path: Path, result: dict[str, Any]) -> None:
+    """Add one invocation's ``result`` to the results file ``path``, creating it if missing.
+
+    The file is rewritten atomically (a temporary file, then ``os.replace``), so an interrupted run never
+    leaves it half-written; a file that is not such a results file raises ``ValueError`` and is left untouched.
+    """
+    stored = read_results(path)
+    stored["runs"].append(result)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny budgets, for CI (numbers mean nothing)")
@@ -213,6 +259,12 @@ def main() -> None:
         default=None,
         help="optimizer steps per translation run, replacing the profile's time budget (default: smoke's 150)",
     )
+    parser.add_argument(
+        "--append-to",
+        type=Path,
+        default=None,
+        help="also add this run's result to a results JSON file (created if missing, written atomically)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (default 1: steadier on a shared CPU)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--data-dir", default=None, help="Multi30k folder (default: $MULTI30K_DIR or the cache)")
@@ -221,6 +273,11 @@ def main() -> None:
         parser.error(f"--translation-steps must be a positive number of optimizer steps, got {args.translation_steps}")
     if args.translation_profile == "cpu" and args.translation_steps is None:
         parser.error("--translation-profile cpu has a time budget, not a step budget: give --translation-steps")
+    if args.append_to is not None:  # a bad results file fails now, not after hours of training
+        try:
+            read_results(args.append_to)
+        except ValueError as error:
+            parser.error(str(error))
     started = time.perf_counter()
     copy_seeds = args.copy_seeds if args.copy_seeds is not None else ([0] if args.quick else [0, 1])
     translation_seeds = args.translation_seeds if args.translation_seeds is not None else [0]
@@ -270,6 +327,9 @@ def main() -> None:
     result["noise"] = baseline_spread(result, noise_seeds, copy_seeds, translation_seeds, args) if noise_seeds else None
     result["load_average_end"] = load_average()
     result["wall_seconds"] = round(time.perf_counter() - started, 1)
+    result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    if args.append_to is not None:
+        append_run(args.append_to, result)
     print(json.dumps(result))
 
 

@@ -9,10 +9,14 @@ the other test files check that it did not change.
 from __future__ import annotations
 
 import copy
+import importlib
 import itertools
 import json
 import math
+import subprocess
+import sys
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -496,3 +500,48 @@ def test_translation_profile_model_overrides() -> None:
         replace(smoke, model_overrides={"heads": 2}).model_config(100)
     with pytest.raises(ValueError, match="num_kv_heads=3 must divide num_heads=4"):
         replace(smoke, model_overrides={"num_kv_heads": 3}).model_config(100)
+
+
+# ---------------------------------------------------------------------------------------------
+# benchmarks/variants.py: results collected across runs (--append-to)
+# ---------------------------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    """benchmarks/variants.py as a module (it imports its neighbour ``_common``)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    return importlib.import_module("variants")
+
+
+def test_append_run_creates_appends_and_refuses_other_files(bench, tmp_path) -> None:
+    path = tmp_path / "results" / "cpu.json"
+    bench.append_run(path, {"variant": "a"})
+    bench.append_run(path, {"variant": "b"})
+    assert json.loads(path.read_text()) == {"benchmark": "variants", "runs": [{"variant": "a"}, {"variant": "b"}]}
+    assert sorted(p.name for p in path.parent.iterdir()) == ["cpu.json"], "no temporary file left behind"
+    for text, message in [
+        ("{not json", "not a JSON file"),
+        ('{"benchmark": "copy_task", "runs": []}', "expected a JSON object"),
+        ('{"benchmark": "variants", "runs": {}}', "expected a JSON object"),
+        ("[1, 2]", "expected a JSON object"),
+    ]:
+        other = tmp_path / "other.json"
+        other.write_text(text)
+        with pytest.raises(ValueError, match=f"--append-to {other}: {message}"):
+            bench.append_run(other, {"variant": "c"})
+        assert other.read_text() == text, "a file that is not a results file is left untouched"
+
+
+def test_append_to_a_bad_file_fails_before_training(tmp_path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"runs": []}')
+    script = ROOT / "benchmarks" / "variants.py"
+    completed = subprocess.run(
+        [sys.executable, str(script), "--quick", "--append-to", str(bad)], capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 2, completed.stderr
+    assert f"--append-to {bad}: expected a JSON object" in completed.stderr
+    assert "copy baseline" not in completed.stderr, "nothing may train before the results file is checked"
+    assert bad.read_text() == '{"runs": []}'

@@ -1,4 +1,4 @@
-r"""Variants of the Transformer compared under one budget: the copy task and the translation ``smoke`` or ``cpu`` profile.
+r"""Transformer variants compared under one budget: the copy task and the translation ``smoke`` or ``cpu`` profile.
 
 Every variant is the task's own model with a few :class:`~transformer_lib.config.TransformerConfig`
 fields changed (see :func:`variants`); everything else is identical: the data, the seeds, the

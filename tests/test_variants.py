@@ -545,3 +545,46 @@ def test_append_to_a_bad_file_fails_before_training(tmp_path) -> None:
     assert f"--append-to {bad}: expected a JSON object" in completed.stderr
     assert "copy baseline" not in completed.stderr, "nothing may train before the results file is checked"
     assert bad.read_text() == '{"runs": []}'
+
+
+# ---------------------------------------------------------------------------------------------
+# the stored comparison on the cpu translation profile (chapter 15 and the README show it)
+# ---------------------------------------------------------------------------------------------
+CPU_RESULTS = ROOT / "benchmarks" / "results" / "variants_translation_cpu.json"
+
+
+def test_stored_cpu_comparison_is_current_shares_one_budget_and_is_quoted(bench) -> None:
+    """Each stored run trained its own variant's model, all under one budget on one machine, and the README and
+    chapter 15 quote them. A library change that alters a variant's model (its fields or its parameter count)
+    fails here, a sign that the 20-minute runs must be repeated."""
+    runs = bench.read_results(CPU_RESULTS)["runs"]
+    expected = bench.variants(bench.TRANSLATION_D_FF["cpu"])
+    profile = translation_profile("cpu")
+    readme = (ROOT / "README.md").read_text().splitlines()
+    readme_row = next(line for line in readme if line.startswith("| variants on the `cpu` translation profile"))
+    chapter = json.loads((ROOT / "chapters" / "15_variants.ipynb").read_text())
+    prose = "\n".join("".join(cell["source"]) for cell in chapter["cells"] if cell["cell_type"] == "markdown")
+    first = runs[0]["translation"][0]
+    assert (first["variant"], first["runs"][0]["seed"]) == ("baseline", 0)
+    budgets, done = set(), set()
+    for run in runs:
+        assert not run["quick"] and run["copy"] == [] and run["noise"] is None
+        assert run["translation_profile"] == "cpu" and run["device"] == "cpu"
+        (row,) = run["translation"]
+        (detail,) = row["runs"]
+        name = row["variant"]
+        assert row["overrides"] == expected[name], name
+        assert detail["steps"] == run["translation_steps"] and detail["stop_reason"] == "max_steps", name
+        model = Transformer(replace(profile, model_overrides=row["overrides"] or None).model_config(profile.vocab_size))
+        assert detail["params"] == row["params"] == model.num_parameters(), name
+        assert (row["mean_bleu"], row["mean_bleu_beam"]) == (detail["bleu"], detail["bleu_beam"])
+        assert 0 < detail["bleu"] < 100 and 0 < detail["bleu_beam"] < 100
+        budgets.add((run["translation_steps"], run["threads"], run["torch"], run["cpu"], run["cpu_count"]))
+        assert (name, detail["seed"]) not in done, f"{name} seed {detail['seed']} is stored twice"
+        done.add((name, detail["seed"]))
+        if detail["seed"] == 0:
+            assert f"{name} {detail['bleu']:.2f} / {detail['bleu_beam']:.2f}" in readme_row, name
+        for number in (detail["bleu"], detail["bleu_beam"]):  # the chapter's reading quotes every stored BLEU
+            assert f"{number:.2f}" in prose, f"chapter 15 does not quote {name} seed {detail['seed']}: {number:.2f}"
+    assert len(budgets) == 1, f"runs under different budgets or machines: {budgets}"
+    assert {"baseline", "post-ln", "rope", "modern"} <= {name for name, _ in done}

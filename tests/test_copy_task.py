@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from transformer_lib import load_checkpoint
+from transformer_lib.attention_maps import record_attention
 from transformer_lib.copy_task import (
     BOS_ID,
     EOS_ID,
@@ -57,6 +58,27 @@ def test_saved_model_copies_with_greedy_and_beam_search(trained):
     beams = beam_search(model, fresh, 3, SEQ_LEN + 2, BOS_ID, EOS_ID)
     assert torch.equal(beams, copy_targets(fresh))
     assert torch.equal(greedy_decode(model, fresh, SEQ_LEN + 2, BOS_ID, EOS_ID), copy_targets(fresh))
+
+
+def test_trained_cross_attention_aligns_each_output_with_its_source_position(trained):
+    """Chapter 10's reading of the attention maps: output position t looks up source position t."""
+    _, path = trained
+    model, _ = load_checkpoint(path)
+    model.eval()
+    batch = copy_batch(held_out_sequences(1000))
+    with torch.no_grad(), record_attention(model) as maps:
+        model(batch.src, batch.tgt_in)
+    cross = maps["decoder.layers.0.cross_attn"][:, :, :SEQ_LEN, :]  # (1000, H, SEQ_LEN queries, SEQ_LEN keys)
+    mean_map = cross.mean(dim=1)  # (1000, SEQ_LEN, SEQ_LEN): the heads' average
+    t = torch.arange(SEQ_LEN)
+    assert (mean_map.argmax(dim=-1) == t).float().mean() > 0.9
+    assert mean_map[:, t, t].mean() > 5 / SEQ_LEN  # five times the mass of uniform attention
+    torch.manual_seed(0)
+    untrained = type(model)(model.config).eval()  # the control: the same model before training has no diagonal
+    with torch.no_grad(), record_attention(untrained) as maps:
+        untrained(batch.src, batch.tgt_in)
+    before = maps["decoder.layers.0.cross_attn"][:, :, :SEQ_LEN, :].mean(dim=1)  # (1000, SEQ_LEN, SEQ_LEN)
+    assert (before.argmax(dim=-1) == t).float().mean() < 0.5 and before[:, t, t].mean() < 2 / SEQ_LEN
 
 
 def test_untrained_model_does_not_copy():

@@ -42,8 +42,8 @@ Usage::
 
 ``noise`` in the output repeats the baseline with the ``--noise-seeds`` (default 2 and 3): the spread
 of its numbers over seeds is the yardstick for the differences between variants. The full run takes
-about 15 minutes on 2 shared CPU cores (one thread); ``--quick`` about 20 seconds, and its numbers
-mean nothing.
+10 to 15 minutes on 2 CPU cores with one thread (609 s on an Intel Xeon, 826 s on an AMD EPYC);
+``--quick`` about 20 seconds, and its numbers mean nothing.
 
 Progress goes to stderr; the last line of stdout is one JSON object with every result.
 """

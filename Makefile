@@ -1,7 +1,8 @@
 # Two commands do all set-up on a fresh machine (Python 3.11+, Linux or macOS):
 #   make book      build the book and print where to open it
-#   make test      run every test (what CI runs: .ci/run)
+#   make test      run every test (what CI runs: .ci/run), the chapters with the smoke profile
 # and, for authors:
+#   make test-colab  the chapters on an emulated Colab (tests/test_colab.py; minutes, needs PyPI)
 #   make lint      ruff over the package, the tests, the benchmarks and the book's Sphinx extension
 #   make execute   re-run every notebook in place with the CPU profile (refreshes the stored outputs
 #                  that nbval compares); NB=chapters/07_feed_forward.ipynb re-runs one
@@ -13,13 +14,16 @@ STAMP := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard chapters/*.ipynb))
 # -W: any Sphinx warning fails the build; --all: rebuild every page, so none hides an old warning.
 BUILD_BOOK := $(VENV)/bin/jupyter-book build . -W -n --keep-going --all
+# The tests train with the smoke profile (seconds, not the 30 minutes of the cpu profile): the
+# chapters, the command line and the benchmarks they call read TRANSFORMER_PROFILE.
+TEST_ENV := TRANSFORMER_PROFILE=smoke
 # Notebook outputs must not depend on progress bars or on the hash seed.
-NOTEBOOK_ENV := TQDM_DISABLE=1 PYTHONHASHSEED=0
+NOTEBOOK_ENV := $(TEST_ENV) TQDM_DISABLE=1 PYTHONHASHSEED=0
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with chapters/nbval_sanitize.cfg
 # pytest-xdist workers (loadscope keeps each notebook, and each test module, on one worker).
 JOBS ?= 2
 
-.PHONY: book test test-book test-units test-notebooks venv lint execute browser-setup clean
+.PHONY: book test test-book test-units test-notebooks test-colab venv lint execute browser-setup clean
 
 venv: $(STAMP)
 
@@ -27,8 +31,10 @@ $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
-	$(PY) -m pip install -q --no-deps -e .
+	# --no-compile: byte-compiling every file of torch doubles the install time (85 s -> 29 s);
+	# Python compiles what it imports, once, on first use.
+	$(PY) -m pip install -q --no-compile -r requirements.txt
+	$(PY) -m pip install -q --no-compile --no-deps -e .
 	touch $(STAMP)
 
 book: $(STAMP)
@@ -37,7 +43,7 @@ book: $(STAMP)
 	@echo "The book is built. Open it in a browser: file://$(CURDIR)/_build/html/index.html"
 
 lint: $(STAMP)
-	$(PY) -m ruff check transformer_lib tests benchmarks _ext
+	$(PY) -m ruff check transformer_lib tests benchmarks _ext conftest.py
 
 # Debian's chromium and the pinned CDN scripts for tests/test_browser.py (never fails; see the script).
 browser-setup:
@@ -64,11 +70,15 @@ test-book: $(STAMP)
 	$(BUILD_BOOK)
 
 test-units: $(STAMP)
-	$(call pytest,,-n $(JOBS) --dist loadscope tests)
+	$(call pytest,$(TEST_ENV),-n $(JOBS) --dist loadscope -m "not colab" tests)
 
 test-notebooks: $(STAMP)
 	$(if $(NOTEBOOKS),$(call pytest,$(NOTEBOOK_ENV),-n $(JOBS) --dist loadscope $(NBVAL) $(NOTEBOOKS)),\
 		@echo "make test: no notebooks in chapters/"; exit 1)
+
+# Not part of `make test` (it installs torch into a new environment); the workflow runs it.
+test-colab: $(STAMP)
+	$(call pytest,$(TEST_ENV),-m colab tests/test_colab.py)
 
 execute: $(STAMP)
 	scripts/execute_notebooks.sh $(or $(NB),$(NOTEBOOKS))

@@ -1,4 +1,4 @@
-"""Shared pytest fixtures (kept small; other test files may add their own)."""
+"""pytest fixtures of the unit tests (the repository's ``conftest.py`` adds the data fixture ``multi30k_dir``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 import torch
-from torch import nn
 
 from transformer_lib import Transformer, TransformerConfig
 
@@ -28,26 +27,13 @@ TINY = dict(
 def one_thread() -> Iterator[None]:
     """One PyTorch thread for a test module (its module-scoped fixtures included), then the old number back.
 
-    Tiny tensors: a second thread only fights over a shared CPU (up to 10x slower there). A module
+    Tiny tensors: a second thread only fights over a busy CPU (up to 10x slower there). A module
     opts in with ``pytestmark = pytest.mark.usefixtures("one_thread")``.
     """
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
-
-
-def randomize_(module: nn.Module, seed: int = 0) -> nn.Module:
-    """Give biases and norm weights random values (they start at 0 / 1, which would hide bugs)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.2
-            if name.endswith("bias"):
-                p.copy_(noise)
-            elif "norm" in name:
-                p.copy_(1.0 + noise)
-    return module
 
 
 @pytest.fixture

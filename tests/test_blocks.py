@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import randomize_
+from helpers import randomize_
 from torch import nn
 from torch.func import functional_call
 from torch.testing import assert_close

@@ -1,7 +1,7 @@
 """The Multi30k loader: verified files, atomic downloads, fast and helpful failure offline.
 
 No test here touches the internet: downloads are served by a local HTTP server on 127.0.0.1
-from a temporary copy of the shared data (``../shared/data/multi30k`` beside the repository).
+from a temporary copy of the data (the ``multi30k_dir`` fixture of the repository's ``conftest.py``).
 """
 
 from __future__ import annotations
@@ -19,16 +19,6 @@ import pytest
 
 from transformer_lib import multi30k
 from transformer_lib.multi30k import ChecksumError, DownloadError, load_multi30k, load_split
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "multi30k"
-
-
-@pytest.fixture(scope="module")
-def shared_data() -> Path:
-    if not all((SHARED_DATA / name).is_file() for name in multi30k.SHA256):
-        pytest.skip(f"the verified Multi30k copy is not at {SHARED_DATA} (the 'shared' folder beside the repo)")
-    return SHARED_DATA
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -65,23 +55,25 @@ def serve() -> Iterator:
         server.server_close()
 
 
-def test_shared_copy_loads_with_the_documented_sizes(shared_data: Path) -> None:
-    data = load_multi30k(shared_data)
+def test_the_data_set_loads_with_the_documented_sizes(multi30k_dir: Path) -> None:
+    data = load_multi30k(multi30k_dir)
     assert {split: len(pairs) for split, pairs in data.items()} == multi30k.SIZES
     assert data["val"][0] == ("Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen", data["val"][0][1])
     assert data["val"][0][1].startswith("A group of men are loading cotton")
     assert all("\n" not in de and "\n" not in en and de and en for de, en in data["train"])
 
 
-def test_data_dir_comes_from_the_environment_when_not_given(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MULTI30K_DIR", str(shared_data))
-    assert multi30k.default_data_dir() == shared_data
+def test_data_dir_comes_from_the_environment_when_not_given(
+    multi30k_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MULTI30K_DIR", str(multi30k_dir))
+    assert multi30k.default_data_dir() == multi30k_dir
     assert len(load_split("test_2016_flickr")) == 1000
 
 
-def test_corrupted_file_is_refused_naming_file_and_hashes(shared_data: Path, tmp_path: Path) -> None:
+def test_corrupted_file_is_refused_naming_file_and_hashes(multi30k_dir: Path, tmp_path: Path) -> None:
     for name in ("val.de.gz", "val.en.gz"):
-        shutil.copy(shared_data / name, tmp_path / name)
+        shutil.copy(multi30k_dir / name, tmp_path / name)
     corrupted = bytearray((tmp_path / "val.en.gz").read_bytes())
     corrupted[-20] ^= 0xFF
     (tmp_path / "val.en.gz").write_bytes(bytes(corrupted))
@@ -106,17 +98,17 @@ def test_offline_without_cache_fails_at_once_saying_how_to_provide_the_files(tmp
     assert not any(cache.iterdir()), "a failed download must leave nothing behind"
 
 
-def test_download_verifies_and_writes_every_file(shared_data: Path, tmp_path: Path, serve) -> None:
+def test_download_verifies_and_writes_every_file(multi30k_dir: Path, tmp_path: Path, serve) -> None:
     served = tmp_path / "served"
-    shutil.copytree(shared_data, served)
+    shutil.copytree(multi30k_dir, served)
     cache = tmp_path / "cache"
     data = load_multi30k(cache, ["val", "test_2016_flickr"], base_url=serve(served))
     assert sorted(p.name for p in cache.iterdir()) == sorted(
         ["val.de.gz", "val.en.gz", "test_2016_flickr.de.gz", "test_2016_flickr.en.gz"]
     )
     for path in cache.iterdir():
-        assert path.read_bytes() == (shared_data / path.name).read_bytes()
-    assert data["val"] == load_split("val", shared_data)
+        assert path.read_bytes() == (multi30k_dir / path.name).read_bytes()
+    assert data["val"] == load_split("val", multi30k_dir)
     # A second call uses the cache: it works with the server gone.
     assert load_multi30k(cache, ["val"], base_url="http://127.0.0.1:1/")["val"] == data["val"]
 
@@ -134,9 +126,9 @@ def test_download_with_wrong_content_is_refused_and_leaves_nothing(tmp_path: Pat
     assert list(cache.iterdir()) == []
 
 
-def test_interrupted_download_leaves_no_partial_file(shared_data: Path, tmp_path: Path, serve) -> None:
+def test_interrupted_download_leaves_no_partial_file(multi30k_dir: Path, tmp_path: Path, serve) -> None:
     served = tmp_path / "served"
-    shutil.copytree(shared_data, served)
+    shutil.copytree(multi30k_dir, served)
     cache = tmp_path / "cache"
     with pytest.raises(DownloadError) as info:
         load_split("val", cache, base_url=serve(served, _TruncatingHandler))

@@ -11,18 +11,13 @@ import torch
 
 from transformer_lib import Transformer, TransformerConfig, load_checkpoint, save_checkpoint
 from transformer_lib.bleu import corpus_bleu
-from transformer_lib.multi30k import SHA256, load_multi30k
+from transformer_lib.multi30k import load_multi30k
 from transformer_lib.tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "multi30k"
 
 
 @pytest.fixture(scope="module")
-def data() -> dict[str, list[tuple[str, str]]]:
-    if not all((SHARED_DATA / name).is_file() for name in SHA256):
-        pytest.skip(f"the verified Multi30k copy is not at {SHARED_DATA} (the 'shared' folder beside the repo)")
-    return load_multi30k(SHARED_DATA)
+def data(multi30k_dir: Path) -> dict[str, list[tuple[str, str]]]:
+    return load_multi30k(multi30k_dir)
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
-"""The translation pipeline and the command line, end to end on the shared Multi30k copy.
+"""The translation pipeline and the command line, end to end on Multi30k.
 
 The smoke profile runs once as a real subprocess (``python -m transformer_lib translate``), the
-way CI and the benchmarks call it; the other checks call :func:`transformer_lib.cli.main` in
-process. Nothing here downloads: the data comes from ``../shared/data/multi30k`` and the one
-download attempt is aimed at a closed local port.
+way the chapters and the benchmarks call it; the other checks call :func:`transformer_lib.cli.main`
+in process. Nothing here downloads: the data comes from the ``multi30k_dir`` fixture (the
+repository's ``conftest.py``) and the one download attempt is aimed at a closed local port.
 """
 
 from __future__ import annotations
@@ -22,32 +22,23 @@ import torch
 from transformer_lib import cli, load_checkpoint, read_checkpoint_header, save_checkpoint, translation
 from transformer_lib.copy_task import copy_model_config
 from transformer_lib.model import Transformer
-from transformer_lib.multi30k import SHA256, load_multi30k
+from transformer_lib.multi30k import load_multi30k
 from transformer_lib.tokenizer import BPETokenizer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "multi30k"
 CLOSED_PORT_URL = "http://127.0.0.1:1/"  # nothing listens there: a download attempt fails at once
 
 
-@pytest.fixture(scope="module")
-def shared_data() -> Path:
-    if not all((SHARED_DATA / name).is_file() for name in SHA256):
-        pytest.skip(f"the verified Multi30k copy is not at {SHARED_DATA} (the 'shared' folder beside the repo)")
-    return SHARED_DATA
-
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {**os.environ, "CI": "true", "MULTI30K_URL": CLOSED_PORT_URL, **extra}
-    env.pop("TRANSFORMER_PROFILE", None)
-    return env
+    return {**os.environ, "TRANSFORMER_PROFILE": "smoke", "MULTI30K_URL": CLOSED_PORT_URL, **extra}
 
 
 @pytest.fixture(scope="module")
-def smoke(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """``translate`` with CI set (so the default profile is smoke), run once for the whole module."""
+def smoke(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``translate`` with ``TRANSFORMER_PROFILE=smoke`` (as ``make test`` sets it), run once for the whole module."""
     checkpoint = tmp_path_factory.mktemp("smoke") / "translation.safetensors"
-    command = [sys.executable, "-m", "transformer_lib", "translate", "--data-dir", str(shared_data)]
+    command = [sys.executable, "-m", "transformer_lib", "translate", "--data-dir", str(multi30k_dir)]
     command += ["--device", "cpu", "--seed", "0", "--save", str(checkpoint)]
     done = subprocess.run(command, cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -129,7 +120,22 @@ def test_beam_translate_text_uses_the_beam(smoke: dict[str, Any], capsys: pytest
     assert out.splitlines() == expected
 
 
-def test_tokenizer_is_trained_on_the_training_split_only(shared_data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_max_steps_is_a_step_budget_that_lifts_the_time_budget(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(cli, "run_translation", lambda **kwargs: seen.update(kwargs) or {"task": "translation"})
+    code, out, err = _main(["translate", "--profile", "cpu", "--max-steps", "7", "--device", "cpu"], capsys)
+    assert code == 0, err
+    profile = seen["profile"]
+    assert (profile.max_steps, profile.max_epochs, profile.time_budget_s) == (7, None, None)
+    cpu = translation.TRANSLATION_PROFILES["cpu"]
+    assert replace(profile, max_steps=cpu.max_steps, max_epochs=cpu.max_epochs, time_budget_s=cpu.time_budget_s) == cpu
+    with pytest.raises(ValueError, match="max_steps"):
+        translation.translation_profile("cpu", max_steps=0)
+
+
+def test_tokenizer_is_trained_on_the_training_split_only(multi30k_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[list[tuple[str, str]]] = []
 
     class Stop(Exception):
@@ -142,12 +148,12 @@ def test_tokenizer_is_trained_on_the_training_split_only(shared_data: Path, monk
     monkeypatch.setattr(translation, "train_translation_tokenizer", spy)
     for profile in ("smoke", "cpu"):
         with pytest.raises(Stop):
-            translation.run_translation(shared_data, profile=profile, device="cpu", progress=False)
-    train = load_multi30k(shared_data, ["train"])["train"]
+            translation.run_translation(multi30k_dir, profile=profile, device="cpu", progress=False)
+    train = load_multi30k(multi30k_dir, ["train"])["train"]
     assert seen == [train[: translation.TRANSLATION_PROFILES["smoke"].train_limit], train]
 
 
-def test_time_budget_ends_training(shared_data: Path) -> None:
+def test_time_budget_ends_training(multi30k_dir: Path) -> None:
     tiny = replace(
         translation.TRANSLATION_PROFILES["smoke"],
         name="tiny",
@@ -165,7 +171,7 @@ def test_time_budget_ends_training(shared_data: Path) -> None:
         average_last=1,
         beam_size=2,
     )
-    result = translation.run_translation(shared_data, profile=tiny, device="cpu", seed=1, progress=False)
+    result = translation.run_translation(multi30k_dir, profile=tiny, device="cpu", seed=1, progress=False)
     assert result["stop_reason"] == "time_budget"
     assert 1.0 <= result["train_seconds"] < 8.0
     assert result["steps"] < 100_000 and result["test_pairs"] == 8

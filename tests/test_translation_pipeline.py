@@ -1,7 +1,7 @@
 """The translation pipeline in pieces: train_translation, evaluate_translation, translation_summary, save_translation.
 
 Everything runs a profile smaller still than ``smoke`` (400 training pairs, a 1+1-layer model of
-width 16, 24 steps, one thread) on the shared Multi30k copy, so each training takes a second or
+width 16, 24 steps, one thread) on Multi30k (the ``multi30k_dir`` fixture), so each training takes a second or
 two. Nothing here downloads.
 """
 
@@ -30,10 +30,9 @@ from transformer_lib import (
     translation_summary,
 )
 from transformer_lib.cli import load_translation_checkpoint
-from transformer_lib.multi30k import SHA256, load_multi30k
+from transformer_lib.multi30k import load_multi30k
 from transformer_lib.translation import TRANSLATION_PROFILES, encode_pairs
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 SEED = 3
 
 # Smaller than the smoke profile: no time budget (so two runs with one seed are identical), an
@@ -63,16 +62,10 @@ TINY = replace(
 TIMINGS = {"train_seconds", "wall_seconds", "tokens_per_s", "decode_seconds_greedy", "decode_seconds_beam"}
 
 
-@pytest.fixture(scope="module")
-def shared_data() -> Path:
-    if not all((SHARED_DATA / name).is_file() for name in SHA256):
-        pytest.skip(f"the verified Multi30k copy is not at {SHARED_DATA} (the 'shared' folder beside the repo)")
-    return SHARED_DATA
-
 
 @pytest.fixture(scope="module")
-def run(shared_data: Path) -> TranslationRun:
-    return train_translation(shared_data, profile=TINY, device="cpu", seed=SEED, progress=False)
+def run(multi30k_dir: Path) -> TranslationRun:
+    return train_translation(multi30k_dir, profile=TINY, device="cpu", seed=SEED, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +82,8 @@ def _batches(run: TranslationRun, pairs: list[tuple[str, str]], **kwargs: object
 # ----------------------------------------------------------------------------- train_translation
 
 
-def test_run_holds_the_profiles_data_slices(run: TranslationRun, shared_data: Path) -> None:
-    data = load_multi30k(shared_data)
+def test_run_holds_the_profiles_data_slices(run: TranslationRun, multi30k_dir: Path) -> None:
+    data = load_multi30k(multi30k_dir)
     assert run.train_pairs == data["train"][:400]
     assert run.val_pairs == data["val"]
     assert run.test_pairs == data["test_2016_flickr"][:12]
@@ -129,7 +122,7 @@ def test_kept_weights_are_the_better_of_last_and_average(run: TranslationRun) ->
 
 
 def test_training_uses_the_threads_asked_for_then_restores_them(
-    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    multi30k_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[int] = []
     real_train = translation.train
@@ -144,7 +137,7 @@ def test_training_uses_the_threads_asked_for_then_restores_them(
     try:
         short = replace(TINY, max_steps=2, eval_every=None)
         path = tmp_path / "trained.safetensors"
-        done = train_translation(shared_data, profile=short, device="cpu", progress=False, threads=1, save=path)
+        done = train_translation(multi30k_dir, profile=short, device="cpu", progress=False, threads=1, save=path)
         assert seen == [1] and done.threads == 1
         assert torch.get_num_threads() == 2, "the thread setting is restored after training"
     finally:
@@ -232,10 +225,10 @@ def test_train_translation_rejects_bad_arguments_before_loading_data(
 
 
 def test_run_translation_is_train_then_evaluate_then_summary(
-    shared_data: Path, run: TranslationRun, evaluation: TranslationEvaluation, tmp_path: Path
+    multi30k_dir: Path, run: TranslationRun, evaluation: TranslationEvaluation, tmp_path: Path
 ) -> None:
     path = tmp_path / "run.safetensors"
-    result = run_translation(shared_data, profile=TINY, device="cpu", seed=SEED, save=path, progress=False)
+    result = run_translation(multi30k_dir, profile=TINY, device="cpu", seed=SEED, save=path, progress=False)
     pieces = translation_summary(run, evaluation)
     assert list(result) == [*pieces, "checkpoint"], "the same keys, in the same order"
     assert {k: v for k, v in result.items() if k not in TIMINGS | {"checkpoint"}} == {

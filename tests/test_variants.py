@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import randomize_
+from helpers import randomize_
 from safetensors.torch import save_model
 from torch import nn
 from torch.testing import assert_close

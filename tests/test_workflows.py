@@ -3,8 +3,9 @@
 They cannot run here, so these tests check what can go wrong without running them: the YAML
 parses into a workflow (triggers, jobs, steps that each use an action or run a command), the
 test workflow runs the README's test command (``bash .ci/run``, which runs ``make test``) on
-Python 3.11 and 3.12 with a pip cache, and the book workflow builds with ``make book`` and
-publishes ``_build/html`` to GitHub Pages on pushes to ``main``.
+Python 3.11 and 3.12 with a pip cache and Multi30k in the user cache, and the emulated Colab test
+(``make test-colab``); the book workflow builds with ``make book`` and publishes ``_build/html``
+to GitHub Pages on pushes to ``main``.
 """
 
 from __future__ import annotations
@@ -56,33 +57,50 @@ def test_workflow_is_well_formed(name: str) -> None:
                 assert ACTION.match(step["uses"]), f"{name}: action not pinned to a major version: {step['uses']}"
 
 
+def _job(workflow: dict[str, Any], name: str) -> dict[str, Any]:
+    return workflow["jobs"][name]
+
+
+def _job_commands(job: dict[str, Any]) -> list[str]:
+    return [step["run"].strip() for step in job["steps"] if "run" in step]
+
+
 def test_tests_workflow_runs_the_readme_test_command_on_both_pythons() -> None:
     workflow = _load("tests.yml")
     assert set(workflow["on"]) == {"push", "pull_request"}
-    (job,) = workflow["jobs"].values()
+    assert set(workflow["jobs"]) == {"test", "colab"}
+    job = _job(workflow, "test")
     assert job["strategy"]["matrix"]["python-version"] == ["3.11", "3.12"]
-    assert job["env"]["CI"] == "true"
-    assert "download.pytorch.org/whl/cpu" in job["env"]["PIP_EXTRA_INDEX_URL"]
+    assert workflow["env"]["CI"] == "true"
+    assert "download.pytorch.org/whl/cpu" in workflow["env"]["PIP_EXTRA_INDEX_URL"]
     setup = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/setup-python@"))
     assert setup["with"]["cache"] == "pip"
     assert setup["with"]["python-version"] == "${{ matrix.python-version }}"
-    commands = _commands(workflow)
+    commands = _job_commands(job)
     assert commands[-1] == "bash .ci/run", "the last step must be the README's test command"
     # .ci/run is the same command: `make test`.
     assert (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1] == "make test"
     assert "make test" in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def test_tests_workflow_puts_multi30k_where_the_tests_look() -> None:
-    workflow = _load("tests.yml")
-    (job,) = workflow["jobs"].values()
-    checkout = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/checkout@"))
-    repo_dir = checkout["with"]["path"]
-    assert job["defaults"]["run"]["working-directory"] == repo_dir
-    # The tests read ../shared/data/multi30k relative to the repository.
-    assert any("ensure_files('../shared/data/multi30k')" in command for command in _commands(workflow))
-    test_source = (ROOT / "tests" / "test_multi30k.py").read_text(encoding="utf-8")
-    assert 'REPO_ROOT.parent / "shared" / "data" / "multi30k"' in test_source
+def test_tests_workflow_keeps_multi30k_where_the_package_looks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workflow caches the user cache (no folder beside the repository), and fills it with the package."""
+    from transformer_lib.multi30k import default_data_dir
+
+    monkeypatch.delenv("MULTI30K_DIR", raising=False)
+    job = _job(_load("tests.yml"), "test")
+    (cache,) = [step for step in job["steps"] if step.get("uses", "").startswith("actions/cache@")]
+    assert Path(cache["with"]["path"]).expanduser() == default_data_dir()
+    assert "ensure_files()" in " ".join(_job_commands(job))
+    assert "working-directory" not in job.get("defaults", {}).get("run", {}), "the repository is the working folder"
+
+
+def test_colab_job_runs_the_emulated_colab_test() -> None:
+    job = _job(_load("tests.yml"), "colab")
+    assert _job_commands(job) == ["make venv", "make test-colab"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^test-colab:", makefile, flags=re.MULTILINE)
+    assert "tests/test_colab.py" in makefile
 
 
 def test_book_workflow_publishes_the_built_site_from_main() -> None:

@@ -30,7 +30,7 @@ from .model import Transformer
 from .multi30k import Multi30kError
 from .runtime import DEVICES, PROFILES, default_profile, pick_device
 from .tokenizer import BPETokenizer
-from .translation import TASK, run_translation, translate
+from .translation import TASK, run_translation, translate, translation_profile
 
 PROG = "python -m transformer_lib"
 
@@ -104,8 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument(
         "--profile",
         choices=PROFILES,
-        help="smoke (about a minute, for CI), cpu (30 minutes of training), gpu (one GPU); "
-        "default: smoke when CI is set, gpu on CUDA, else cpu ($TRANSFORMER_PROFILE overrides)",
+        help="smoke (seconds, for the tests), cpu (30 minutes of training), gpu (one GPU); "
+        "default: gpu on CUDA, else cpu ($TRANSFORMER_PROFILE overrides; make test sets it to smoke)",
+    )
+    translate.add_argument(
+        "--max-steps",
+        type=_positive_int,
+        metavar="N",
+        help="train exactly N optimizer steps, instead of the profile's time budget",
     )
     common(translate)
 
@@ -168,7 +174,7 @@ def _run_copy(args: argparse.Namespace) -> int:
 def _run_translate(args: argparse.Namespace) -> int:
     device = _training_device(args.device)
     try:
-        profile = args.profile or default_profile(device)
+        profile = translation_profile(args.profile or default_profile(device), max_steps=args.max_steps)
     except ValueError as error:  # a bad TRANSFORMER_PROFILE
         raise CLIError(str(error)) from None
     try:

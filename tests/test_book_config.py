@@ -18,18 +18,22 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
-REPOSITORY = "https://github.com/transformer-book/build-a-transformer"
+REPOSITORY = CONFIG["repository"]["url"]
+BRANCH = CONFIG["repository"]["branch"]
 
-# The first code cell of every chapter (chapter conventions, item 2).
-COLAB_CELL = """\
-# On Google Colab, install the book's package (elsewhere `make book` / `make test` already did).
+# The first code cell of every chapter (chapter conventions, item 2): on Colab it installs the
+# package with the `book` extra from the repository and branch that _config.yml names (the same
+# ones the launch buttons open); tests/test_colab.py runs this cell in an emulated Colab.
+COLAB_CELL = f"""\
+# On Google Colab, install the book's package and what the chapters import (elsewhere `make book` did).
 import sys
 
 if "google.colab" in sys.modules:
     import subprocess
 
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
-                    "git+https://github.com/transformer-book/build-a-transformer"], check=True)"""
+    url, branch = "{REPOSITORY}", "{BRANCH}"
+    package = f"transformer-lib[book] @ git+{{url}}@{{branch}}"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)"""
 
 IGNORE_OUTPUT = "# NBVAL_IGNORE_OUTPUT"
 # What a plotting cell shows when it does not end with plt.show(): the repr of the last artist.
@@ -182,6 +186,17 @@ def test_no_saved_errors(path: Path) -> None:
     for cell in _code_cells(_load(path)):
         errors = [o for o in cell.get("outputs", []) if o["output_type"] == "error"]
         assert not errors, f"cell {_source(cell)[:60]!r} saved an error: {errors[0].get('ename')}"
+
+
+@notebook
+def test_a_chapter_that_reads_multi30k_declares_it(path: Path) -> None:
+    """The tests skip a chapter as a whole when the data is missing, from what its metadata declares."""
+    nb = _load(path)
+    code = "\n".join(_source(c) for c in _code_cells(nb))
+    # Reading the data set from its default folder (chapter 14 serves its own files, so it does not count).
+    reads = bool(re.search(r"load_multi30k\(|multi30k\.load_split\(|variants\.py", code))
+    declared = "multi30k" in nb["metadata"].get("transformer_book", {}).get("needs", [])
+    assert reads == declared, 'declare it in the notebook metadata: "transformer_book": {"needs": ["multi30k"]}'
 
 
 @notebook

@@ -1,6 +1,7 @@
 """transformer_lib: the Transformer built one tested piece at a time.
 
-Every name of the public contract (``shared/design/API.md``) is importable from here.
+Every name of the public interface is importable from here; the book's API reference page
+(``api.md``, generated from the docstrings) documents each one in the module where it lives.
 """
 
 from .attention import scaled_dot_product_attention

@@ -88,7 +88,7 @@ class AttentionRecorder:
 
 @contextmanager
 def record_attention(model: nn.Module, detach: bool = True) -> Iterator[AttentionRecorder]:
-    """Record the attention weights of every :class:`MultiHeadAttention` in ``model`` while open.
+    """Record the attention weights of every :class:`~.MultiHeadAttention` in ``model`` while open.
 
     Args:
         model: any module holding ``MultiHeadAttention`` modules (a ``Transformer``, a layer, or a

@@ -10,7 +10,7 @@ from .feedforward import ACTIVATIONS
 from .norms import NORMS
 
 POSITIONALS = ("sinusoidal", "learned", "rope")
-"""The positional variants: the paper's fixed table, a learned table, rotary embeddings in self-attention."""
+"""The positional variants (the paper's fixed table, a learned table, rotary embeddings in self-attention)."""
 
 
 def _check_bool(name: str, value: object) -> None:
@@ -123,7 +123,7 @@ class TransformerConfig:
 
     @property
     def kv_heads(self) -> int:
-        """Key/value heads of every attention: ``num_kv_heads``, or ``num_heads`` when it is ``None``."""
+        """The number of key/value heads of every attention (``num_kv_heads``, or ``num_heads`` when it is ``None``)."""
         return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
 
     def to_dict(self) -> dict[str, Any]:

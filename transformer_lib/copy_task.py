@@ -43,7 +43,7 @@ NUM_SYMBOLS = 10
 SEQ_LEN = 10
 VOCAB_SIZE = FIRST_SYMBOL + NUM_SYMBOLS
 HELD_OUT_SEED = 20170612
-"""Seed of the held-out set (the date the Transformer paper appeared): the same set for every run."""
+"""The seed of the held-out set, the same set for every run (the date the Transformer paper appeared)."""
 
 
 def random_sequences(n: int, generator: torch.Generator, seq_len: int = SEQ_LEN) -> Tensor:

@@ -173,7 +173,7 @@ def beam_search(
 
     Args:
         model, src, max_len, bos_id, eos_id, use_cache: as in :func:`greedy_decode`; with the cache,
-            beams that survive are selected with :meth:`KVCache.reorder`; the cross-attention cache
+            beams that survive are selected with :meth:`~.KVCache.reorder`; the cross-attention cache
             is static (all beams of a row share the same encoder output) and is never reordered.
         beam_size: beams per row.
         length_penalty: GNMT's ``alpha`` (0.6 in Wu et al. and in the Transformer paper).

@@ -1,9 +1,9 @@
 """Deliberately WRONG implementations (勘误): the errors of the book's sources, reproduced small.
 
 **Nothing in this module is meant to be used.** Each function or class reproduces, in a few lines
-written for this book, one error found in the sources the book was written from
-(``shared/seeds``) or in the best-known walk-through of the paper, *The Annotated Transformer*
-(Harvard NLP). The errata chapter (``chapters/14_errata.ipynb``) and ``tests/test_errata.py`` run
+written for this book, one error found in the five source documents the book was written from
+(the introduction names them) or in the best-known walk-through of the paper, *The Annotated
+Transformer* (Harvard NLP). The errata chapter (``chapters/14_errata.ipynb``) and ``tests/test_errata.py`` run
 each one through a check of :mod:`transformer_lib.checks`: the wrong version fails the check,
 the library passes it. Keeping the wrong versions here, in one place, means that the chapter and
 the test exercise exactly the same code.
@@ -100,7 +100,7 @@ def constant_positional_table(max_len: int, d_model: int) -> Tensor:
 
     So the angle is ``(pos / 10000) ** 0 = 1`` at every position (``0 ** 0`` is 1 too), and every
     row is the same vector ``[-sin 1, cos 1, -sin 1, ...]`` (the sine columns also have the
-    wrong sign). Correct: :func:`transformer_lib.sinusoidal_table`.
+    wrong sign). Correct: :func:`~.sinusoidal_table`.
 
     Shape:
         output: ``(max_len, d_model)``.
@@ -250,7 +250,7 @@ class PerHeadModulesAttention(nn.Module):
 # 8. The range of the sinusoids (a claim)
 # ---------------------------------------------------------------------------------------------
 CLAIMED_SINUSOID_RANGE = (0.0, 1.0)
-"""WRONG (source 001): the range the sine and cosine codes are said to cover. They cover [-1, 1]."""
+"""WRONG, from source 001. The range the sine and cosine codes are said to cover; they cover [-1, 1]."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ class EncoderLayerBareFeedForward(nn.Module):
 
     The layer says it is Post-LN (``norm_first = False``) like the paper, which wraps **both**
     sub-layers: ``x = LN(x + Attn(x))`` then ``x = LN(x + FFN(x))``. Here the second line is
-    ``x = FFN(x)``. Correct: :class:`transformer_lib.EncoderLayer`.
+    ``x = FFN(x)``. Correct: :class:`~.EncoderLayer`.
 
     Shape:
         x: ``(B, T, d_model)``; output: ``(B, T, d_model)``.
@@ -310,14 +310,14 @@ SOURCE_004_TRAINING_CLAIMS = {
     "attention_dropout": 0.1,
     "batch_tokens_per_side": 4096,
 }
-"""WRONG (source 004): what it says the paper used."""
+"""WRONG, from source 004. What it says the paper used."""
 
 
 # ---------------------------------------------------------------------------------------------
 # 11. A positional table on a global device, wrapped in Variable
 # ---------------------------------------------------------------------------------------------
 DEVICE = torch.device("cpu")
-"""WRONG: a global that decides where tensors are created, instead of the module deciding."""
+"""WRONG. A global that decides where tensors are created, instead of the module deciding."""
 
 
 class PositionalEncodingOnGlobalDevice(nn.Module):
@@ -326,7 +326,7 @@ class PositionalEncodingOnGlobalDevice(nn.Module):
     ``model.to("cuda")`` then moves the weights but not the table, and the forward pass fails
     with a device mismatch. ``Variable(..., requires_grad=False)`` does nothing (it is a no-op
     since PyTorch 0.4). Correct: ``self.register_buffer("pe", table)``, as
-    :class:`transformer_lib.PositionalEncoding` does.
+    :class:`~.PositionalEncoding` does.
 
     Shape:
         x: ``(B, T, d_model)``; output: ``(B, T, d_model)``.
@@ -345,7 +345,7 @@ class PositionalEncodingOnGlobalDevice(nn.Module):
 # 12. The cost of one RNN step (a claim)
 # ---------------------------------------------------------------------------------------------
 CLAIMED_RNN_STEP_EXPONENT = 1
-"""WRONG (source 003): one RNN step is said to cost O(n) in the hidden size n."""
+"""WRONG, from source 003. One RNN step is said to cost O(n) in the hidden size n."""
 
 
 def rnn_step(h: Tensor, x: Tensor, w_hh: Tensor, w_xh: Tensor, b: Tensor) -> Tensor:
@@ -413,7 +413,7 @@ class LayerNormUnbiasedStd(nn.Module):
     """WRONG: ``weight * (x - mean) / (std + eps) + bias`` with ``std = x.std(-1)`` (unbiased, ``d - 1``).
 
     A different function from ``nn.LayerNorm``, which divides by ``sqrt(var + eps)`` with the
-    biased variance (divide by ``d``). Correct: :class:`transformer_lib.LayerNorm`.
+    biased variance (divide by ``d``). Correct: :class:`~.LayerNorm`.
 
     Shape:
         x: ``(..., d_model)``; output: same shape.
@@ -460,7 +460,7 @@ def attention_masked_with_minus_1e9(query: Tensor, key: Tensor, value: Tensor, m
     """WRONG: ``scores.masked_fill(mask == 0, -1e9)``. In float16 the largest number is 65504.
 
     Correct: a boolean mask given to ``F.scaled_dot_product_attention``, or the dtype's own most
-    negative number (``torch.finfo(dtype).min``), as :func:`transformer_lib.scaled_dot_product_attention` does.
+    negative number (``torch.finfo(dtype).min``), as :func:`~.scaled_dot_product_attention` does.
 
     Shape:
         query, key, value: ``(B, H, T, d)``; mask: bool broadcasting to ``(B, H, T, T)``; output: ``(B, H, T, d)``.
@@ -544,7 +544,7 @@ def accumulate_stepping_scheduler_per_micro_batch(
     The optimizer steps once per ``grad_accum`` micro-batches, the schedule ``grad_accum`` times
     as often: its warm-up is over after ``warmup / grad_accum`` optimizer steps. Returns the
     learning rate each optimizer step used. Correct: step the scheduler next to the optimizer,
-    as :func:`transformer_lib.train` does.
+    as :func:`~.train` does.
     """
     used: list[float] = []
     optimizer.zero_grad()
@@ -566,7 +566,7 @@ def load_split_unverified(split: str, folder: str | Path, base_url: str) -> list
 
     A server that answers with an error page, a mirror with other contents, an interrupted
     download: each leaves a file that is read as data (or fails deep inside ``gzip``). No checksum,
-    no temporary file, no hint what to do offline. Correct: :func:`transformer_lib.load_split`.
+    no temporary file, no hint what to do offline. Correct: :func:`~.load_split`.
     """
     folder = Path(folder)
     sides = []

@@ -27,7 +27,7 @@ class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each wrapped in a residual connection (残差连接) and a norm.
 
     Args:
-        d_model, num_heads, d_ff: widths (see :class:`MultiHeadAttention`, :class:`FeedForward`).
+        d_model, num_heads, d_ff: widths (see :class:`~.MultiHeadAttention`, :class:`~.FeedForward`).
         dropout: residual dropout on each sub-layer's output, and inside the feed-forward.
         norm_first: ``False`` for Post-LN (the paper), ``True`` for Pre-LN.
         activation: feed-forward activation (``"relu"``, ``"gelu"`` or ``"swiglu"``).

@@ -88,7 +88,7 @@ def kv_cache_nbytes(cache: Sequence[tuple[KVCache, KVCache]]) -> dict[str, int]:
     tensor is counted for its own size, not for the storage behind it).
 
     Args:
-        cache: one ``(self_attention, cross_attention)`` pair of :class:`KVCache` per decoder layer,
+        cache: one ``(self_attention, cross_attention)`` pair of :class:`~.KVCache` per decoder layer,
             as returned by ``Transformer.new_cache()`` and filled by incremental decoding.
 
     Returns:

@@ -167,7 +167,7 @@ def ensure_files(
     """Make sure the files of ``splits`` are in the data folder and verified; return ``{name: path}``.
 
     Files already present are checked (a wrong checksum is a :class:`ChecksumError`); missing
-    ones are downloaded from ``base_url`` (default: ``$MULTI30K_URL``, else :data:`BASE_URL`).
+    ones are downloaded from ``base_url`` (default: ``$MULTI30K_URL``, else ``BASE_URL``).
     Without a network the first failed download raises :class:`DownloadError` at once, saying how
     to provide the files.
     """

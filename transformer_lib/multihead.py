@@ -80,7 +80,7 @@ class MultiHeadAttention(nn.Module):
     in a single matrix product, as ``nn.MultiheadAttention`` does.
 
     Without ``need_weights`` the attention runs PyTorch's fused
-    ``F.scaled_dot_product_attention``; with it, the reference :func:`scaled_dot_product_attention`
+    ``F.scaled_dot_product_attention``; with it, the reference :func:`~.attention.scaled_dot_product_attention`
     so that the weights can be returned. Both agree (tested), and both give a query row whose keys
     are all masked a zero output (see :func:`guarded_attention`).
 

@@ -60,7 +60,7 @@ class LayerNorm(nn.Module):
     inside the square root, exactly as ``nn.LayerNorm``. Statistics are per token, so the result
     does not depend on the batch, on padding elsewhere in the batch, or on train/eval mode.
 
-    The gradient is written out by hand in :class:`_LayerNormFunction`, which needs fewer tensor
+    The gradient is written out by hand in ``_LayerNormFunction``, which needs fewer tensor
     operations than autograd's; the tests check it against ``nn.LayerNorm`` and with ``gradcheck``.
 
     Shape:

@@ -67,7 +67,7 @@ AMP_MODES = ("none", "bf16", "fp16")
 STATE_FORMAT = "transformer_lib.train_state.v1"
 
 TrainData = Iterable[Batch] | Callable[[int], Iterable[Batch]]
-"""Either a re-iterable of :class:`Batch` (the same batches every epoch) or ``epoch -> iterable``."""
+"""Either a re-iterable of :class:`~.Batch` (the same batches every epoch) or ``epoch -> iterable``."""
 
 
 @dataclass(frozen=True)
@@ -484,7 +484,7 @@ def train(
 
     Args:
         model: the :class:`~transformer_lib.model.Transformer` to train (moved to ``device``).
-        train_data: the batches of one epoch, either a re-iterable of :class:`Batch` (a list: the
+        train_data: the batches of one epoch, either a re-iterable of :class:`~.Batch` (a list: the
             same batches every epoch) or a callable ``epoch -> iterable of Batch`` (epochs count from
             0; e.g. ``lambda epoch: token_batches(pairs, 4000, pad, bos, eos, seed=epoch)`` for a new
             order every epoch). For an exact resume the batches of an epoch must depend on the

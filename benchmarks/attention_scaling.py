@@ -23,7 +23,7 @@ Usage::
 
     .venv/bin/python benchmarks/attention_scaling.py [--device auto] [--threads 1] [--backward] [--quick]
 
-Default lengths: 64 ... 4096 on the CPU, 256 ... 16384 on CUDA; ``--quick``: 64 ... 512 (for CI).
+Default lengths: 64 ... 4096 on the CPU, 256 ... 16384 on CUDA; ``--quick``: 64 ... 512 (for the tests).
 The last line of stdout is a JSON object; progress goes to stderr.
 """
 
@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--projections", action="store_true", help="time the whole MultiHeadAttention layer")
     parser.add_argument("--repeats", type=int, default=7, help="most timed calls per length and path")
     parser.add_argument("--point-seconds", type=float, default=3.0, help="stop repeating a point after this")
-    parser.add_argument("--quick", action="store_true", help="small budget for CI: lengths 64..512, 3 repeats")
+    parser.add_argument("--quick", action="store_true", help="small budget for the tests: lengths 64..512, 3 repeats")
     args = parser.parse_args()
     started = time.perf_counter()
     device = setup(args.device, args.threads, args.seed)

@@ -21,7 +21,7 @@ Usage::
 
     .venv/bin/python benchmarks/compile_amp.py [--device auto] [--threads 1] [--repeats 20] [--quick]
 
-``--quick`` (for CI): a tiny model, 5 steps, and no ``torch.compile`` (compiling takes tens of
+``--quick`` (for the tests): a tiny model, 5 steps, and no ``torch.compile`` (compiling takes tens of
 seconds on a small CPU). The last line of stdout is a JSON object; progress goes to stderr.
 """
 
@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=4000)
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {VARIANTS}")
     parser.add_argument("--keep-cache", action="store_true", help="use Inductor's usual on-disk cache")
-    parser.add_argument("--quick", action="store_true", help="CI budget: tiny model, 5 steps, no torch.compile")
+    parser.add_argument("--quick", action="store_true", help="for the tests: tiny model, 5 steps, no compile")
     args = parser.parse_args()
     started = time.perf_counter()
     variants = [v for v in args.variants.split(",") if v]

@@ -7,7 +7,7 @@ cache (``use_cache=True``: each step feeds one token and reuses the keys and val
 positions) and without it (each step re-runs the decoder over the whole prefix), the two taking
 turns; both must produce the same tokens, and no run may stop early at ``eos`` (so both do L - 1
 steps). Speed is ``batch * (L - 1)`` new tokens over the time of the fastest call (the one least
-disturbed by other programs on a shared machine; the medians are in the JSON too). Long lengths
+disturbed by other programs running on the machine; the medians are in the JSON too). Long lengths
 get fewer uncached repeats (each point stops after ``--point-seconds``); cached decoding, which is
 cheap, always gets at least ``--min-cached-calls``.
 
@@ -21,7 +21,7 @@ Usage::
 
     .venv/bin/python benchmarks/kv_cache_scaling.py [--device auto] [--threads 1] [--quick]
 
-Default lengths 16, 32, 64, 128, 256; ``--quick`` (for CI): 8, 16, 32 with a smaller batch.
+Default lengths 16, 32, 64, 128, 256; ``--quick`` (for the tests): 8, 16, 32 with a smaller batch.
 The last line of stdout is a JSON object; progress goes to stderr.
 """
 
@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="most timed decodes per length and mode")
     parser.add_argument("--point-seconds", type=float, default=10.0, help="stop repeating a point after this")
     parser.add_argument("--min-cached-calls", type=int, default=3, help="at least this many cached decodes")
-    parser.add_argument("--quick", action="store_true", help="small budget for CI: lengths 8,16,32, batch 4")
+    parser.add_argument("--quick", action="store_true", help="small budget for the tests: lengths 8,16,32, batch 4")
     args = parser.parse_args()
     started = time.perf_counter()
     device = setup(args.device, args.threads, args.seed)

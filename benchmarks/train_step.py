@@ -6,8 +6,8 @@ layers, output projection tied to the target embedding); before timing, the scri
 the PyTorch model and checks that both give the same logits in evaluation mode.
 
 The two models are timed alternately, step by step, in one process after a warm-up, and the medians are
-reported (wall time, process CPU time, and the median of the ratios of adjacent steps): the machine may be
-shared, so single timings are noisy. Not run by the tests.
+reported (wall time, process CPU time, and the median of the ratios of adjacent steps): other programs may be
+running on the machine, so single timings are noisy. Not run by the tests.
 
     .venv/bin/python benchmarks/train_step.py --repeats 40
 

@@ -4,8 +4,8 @@ What a reader would notice is checked on each page: no JavaScript errors in the 
 request, every formula typeset by MathJax (and none of them a TeX error), every image loaded, every
 Plotly figure drawn, the ipywidgets rendered, the Colab link of a notebook page pointing at that
 notebook on GitHub, and every Plotly figure with a slider redrawing when the slider moves. A
-full-page screenshot of each page goes to ``_build/screenshots/``, with one of the first screen
-(``NAME.top.png``; ``docs/screenshot.png`` in the README is one of them).
+full-page screenshot of each page goes to ``_build/screenshots/`` (``NAME.jpg``), with one of the
+first screen (``NAME.top.png``; ``docs/screenshot.png`` in the README is one of them).
 
 The test runs offline: the site is served from ``_build/html`` by a local ``http.server``; the
 scripts the pages load from CDNs (MathJax, RequireJS and the widget manager from jsDelivr, plotly.js
@@ -39,7 +39,7 @@ NODE_MODULES = ROOT / "node_modules"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 COLAB_PREFIX = "https://colab.research.google.com/github/transformer-book/build-a-transformer/blob/main/"
 
-# Headless flags measured on this machine (TOOLCHAIN.md): no sandbox (root in a container), no GPU,
+# Headless flags for a container: no sandbox (Chromium refuses to run as root with it), no GPU,
 # and no background traffic of Chromium's own (updates, sync, QUIC probes). Playwright adds
 # --headless and a fresh temporary --user-data-dir itself.
 CHROMIUM_FLAGS = [
@@ -184,9 +184,6 @@ def _open(browser: Any, site_url: str, path: str) -> tuple[Any, PageLog]:
 
     def route(route: Any) -> None:
         url = route.request.url
-        if url.startswith(site_url):
-            route.continue_()
-            return
         local = _local_file(url)
         if local is None:
             log.blocked.append(url)
@@ -196,7 +193,8 @@ def _open(browser: Any, site_url: str, path: str) -> tuple[Any, PageLog]:
         # The CDNs send CORS headers; `crossorigin="anonymous"` scripts and fonts need them.
         route.fulfill(path=str(local), content_type=content_type, headers={"Access-Control-Allow-Origin": "*"})
 
-    context.route("**/*", route)
+    # Only requests that leave the site go through Python (each routed request costs a round trip).
+    context.route(re.compile("^(?!" + re.escape(site_url) + ")"), route)
     page.on("console", lambda msg: log.console_errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: log.page_errors.append(str(exc)))
 
@@ -340,7 +338,8 @@ def test_page(browser: Any, site_url: str, path: str, sliders: dict[str, Any]) -
 
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         name = path.replace("/", "__")
-        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+        # The whole page as JPEG (a PNG of a long page takes seconds to encode), the first screen as PNG.
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.jpg"), full_page=True, type="jpeg", quality=80)
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(SCREENSHOTS / f"{name}.top.png"))  # what a reader sees first (README)
         problems += log.problems()

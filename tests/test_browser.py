@@ -4,8 +4,9 @@ What a reader would notice is checked on each page: no JavaScript errors in the 
 request, every formula typeset by MathJax (and none of them a TeX error), every image loaded, every
 Plotly figure drawn, the ipywidgets rendered, the Colab link of a notebook page pointing at that
 notebook on GitHub, and every Plotly figure with a slider redrawing when the slider moves. A
-full-page screenshot of each page goes to ``_build/screenshots/`` (``NAME.jpg``), with one of the
-first screen (``NAME.top.png``; ``docs/screenshot.png`` in the README is one of them).
+screenshot of each page's first screen goes to ``_build/screenshots/`` (``NAME.top.png``;
+``docs/screenshot.png`` in the README is one of them); with ``BOOK_SCREENSHOTS=full`` (``make
+screenshots``) a full-page one too (``NAME.jpg``), which takes seconds per page.
 
 The test runs offline: the site is served from ``_build/html`` by a local ``http.server``; the
 scripts the pages load from CDNs (MathJax, RequireJS and the widget manager from jsDelivr, plotly.js
@@ -38,6 +39,7 @@ SITE = ROOT / "_build" / "html"
 NODE_MODULES = ROOT / "node_modules"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 COLAB_PREFIX = "https://colab.research.google.com/github/transformer-book/build-a-transformer/blob/main/"
+FULL_PAGE_SCREENSHOTS = os.environ.get("BOOK_SCREENSHOTS") == "full"
 
 # Headless flags for a container: no sandbox (Chromium refuses to run as root with it), no GPU,
 # and no background traffic of Chromium's own (updates, sync, QUIC probes). Playwright adds
@@ -338,8 +340,8 @@ def test_page(browser: Any, site_url: str, path: str, sliders: dict[str, Any]) -
 
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         name = path.replace("/", "__")
-        # The whole page as JPEG (a PNG of a long page takes seconds to encode), the first screen as PNG.
-        page.screenshot(path=str(SCREENSHOTS / f"{name}.jpg"), full_page=True, type="jpeg", quality=80)
+        if FULL_PAGE_SCREENSHOTS:  # the whole page (seconds per page, so only on request: make screenshots)
+            page.screenshot(path=str(SCREENSHOTS / f"{name}.jpg"), full_page=True, type="jpeg", quality=80)
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(SCREENSHOTS / f"{name}.top.png"))  # what a reader sees first (README)
         problems += log.problems()

@@ -19,7 +19,7 @@ import torch
 
 from transformer_lib.config import TransformerConfig
 from transformer_lib.runtime import pick_device
-from transformer_lib.translation import translation_profile
+from transformer_lib.tasks.translation import translation_profile
 
 
 def info(message: str) -> None:

@@ -3,7 +3,7 @@
 The two paths compute the same function on the same inputs ``q, k, v`` of shape ``(B, H, T, d_k)``
 (default: batch 1, 8 heads of width 64, as in the paper's d_model = 512; no mask, float32):
 
-* ``reference``: ``transformer_lib.attention.scaled_dot_product_attention``, the step-by-step
+* ``reference``: ``transformer_lib.nn.attention.scaled_dot_product_attention``, the step-by-step
   ``softmax(Q K^T / sqrt(d_k)) V`` of chapter 3; it builds the whole ``(B, H, T, T)`` score matrix.
 * ``fused``: PyTorch's ``F.scaled_dot_product_attention`` (on the CPU a flash-attention kernel that
   works through the keys in blocks and never holds the whole matrix).

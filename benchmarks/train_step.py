@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
-import re
 import statistics
 import time
 
@@ -31,86 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lib import Transformer, TransformerConfig, causal_mask, sinusoidal_table
-
-
-class TorchTransformer(nn.Module):
-    """``nn.Transformer`` wrapped with the same embeddings, positional encoding and output projection as ours."""
-
-    def __init__(self, c: TransformerConfig, attention_dropout: float) -> None:
-        super().__init__()
-        self.pad_id = c.pad_id
-        self.scale = math.sqrt(c.d_model)
-        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
-        self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
-        self.register_buffer("pe", sinusoidal_table(c.max_len, c.d_model), persistent=False)
-        self.dropout = nn.Dropout(c.dropout)
-
-        def final_norm() -> nn.LayerNorm | None:  # nn.Transformer's own default adds one even in Post-LN
-            return nn.LayerNorm(c.d_model) if c.norm_first else None
-
-        layer_args = dict(
-            d_model=c.d_model,
-            nhead=c.num_heads,
-            dim_feedforward=c.d_ff,
-            dropout=c.dropout,
-            activation=c.activation,
-            batch_first=True,
-            norm_first=c.norm_first,
-        )
-        encoder = nn.TransformerEncoder(
-            nn.TransformerEncoderLayer(**layer_args), c.num_encoder_layers, final_norm(), enable_nested_tensor=False
-        )
-        decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(**layer_args), c.num_decoder_layers, final_norm())
-        self.transformer = nn.Transformer(
-            d_model=c.d_model,
-            nhead=c.num_heads,
-            dropout=c.dropout,
-            batch_first=True,
-            custom_encoder=encoder,
-            custom_decoder=decoder,
-        )
-        for module in self.transformer.modules():
-            if isinstance(module, nn.MultiheadAttention):
-                module.dropout = attention_dropout
-        self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
-        if c.tie_embeddings:
-            self.generator.weight = self.tgt_embed.weight
-
-    def embed(self, embedding: nn.Embedding, tokens: Tensor) -> Tensor:
-        return self.dropout(embedding(tokens) * self.scale + self.pe[: tokens.size(1)])  # (B, T, d_model)
-
-    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        src_pad, tgt_pad = src == self.pad_id, tgt == self.pad_id  # (B, S), (B, T); True = padding
-        blocked = ~causal_mask(tgt.size(1), tgt.device)  # (T, T); True = may not attend
-        out = self.transformer(
-            self.embed(self.src_embed, src),
-            self.embed(self.tgt_embed, tgt),
-            tgt_mask=blocked,
-            src_key_padding_mask=src_pad,
-            tgt_key_padding_mask=tgt_pad,
-            memory_key_padding_mask=src_pad,
-            tgt_is_causal=True,
-        )
-        return self.generator(out)  # (B, T, vocab)
-
-
-def torch_state_dict(ours: Transformer) -> dict[str, Tensor]:
-    """Rename our parameters to the wrapper's (fusing Q/K/V projections into ``in_proj``)."""
-    out: dict[str, Tensor] = {}
-    fused: dict[tuple[str, str], dict[str, Tensor]] = {}
-    for key, value in ours.state_dict().items():
-        key = key.replace("embed.embedding.", "embed.").replace("ff.linear", "linear")
-        key = key.replace("cross_attn.", "multihead_attn.")
-        key = re.sub(r"^(encoder|decoder)\.", r"transformer.\1.", key)
-        match = re.fullmatch(r"(.*)([qkv])_proj\.(weight|bias)", key)
-        if match:
-            fused.setdefault((match[1], match[3]), {})[match[2]] = value
-        else:
-            out[key] = value
-    for (prefix, kind), parts in fused.items():
-        out[f"{prefix}in_proj_{kind}"] = torch.cat([parts["q"], parts["k"], parts["v"]])
-    return out
+from transformer_lib import Transformer, TransformerConfig
+from transformer_lib.reference import TorchTransformer, torch_state_dict
 
 
 def train_step(

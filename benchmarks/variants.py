@@ -5,13 +5,13 @@ fields changed (see :func:`variants`); everything else is identical: the data, t
 optimizer, the schedule, the evaluation and the budget. ``swiglu`` and ``modern`` use a SwiGLU hidden
 width of 2/3 of ``d_ff`` (85 for 128), which keeps the parameter count of the ReLU network.
 
-* **Copy task** (``transformer_lib.copy_task.run_copy_task``, default settings: Pre-LN model of
+* **Copy task** (``transformer_lib.tasks.copy.run_copy_task``, default settings: Pre-LN model of
   d_model 64, 1+1 layers, 4 heads, d_ff 128; batch 64, peak lr 3e-3; greedy decoding of the 1,000
   held-out sequences every 50 steps; at most 3,000 steps). Per variant and seed: whether 100%
   exact match was reached, after how many optimizer steps, and the seconds spent in training steps
   (evaluation excluded). Steps are reproducible for a seed on a given CPU with the same number of
   threads (a different summation order is enough to change them); seconds depend on the machine's load.
-* **Translation, ``smoke`` profile** (``transformer_lib.translation``: 3,000 training pairs, a
+* **Translation, ``smoke`` profile** (``transformer_lib.tasks.translation``: 3,000 training pairs, a
   1,000-token BPE vocabulary, d_model 64, 2+2 layers, Pre-LN; 200 test sentences). The budget is
   150 optimizer steps (:data:`SMOKE_COMPARISON`: longer than the tests' smoke runs); the profile's
   time cap is lifted so that machine load cannot cut one variant shorter than another. Per variant:
@@ -64,8 +64,9 @@ from typing import Any
 import torch
 from _common import cpu_name, info, load_average
 
-from transformer_lib.copy_task import copy_model_config, run_copy_task
-from transformer_lib.translation import evaluate_translation, train_translation, translation_profile
+from transformer_lib.files import atomic_write
+from transformer_lib.tasks.copy import copy_model_config, run_copy_task
+from transformer_lib.tasks.translation import evaluate_translation, train_translation, translation_profile
 
 COPY_D_FF = 128  # copy_model_config's d_ff
 TRANSLATION_D_FF = {"smoke": 128, "cpu": 1024}  # each translation profile's d_ff
@@ -228,15 +229,13 @@ def read_results(path: Path) -> dict[str, Any]:
 def append_run(path: Path, result: dict[str, Any]) -> None:
     """Add one invocation's ``result`` to the results file ``path``, creating it if missing.
 
-    The file is rewritten atomically (a temporary file, then ``os.replace``), so an interrupted run never
+    The file is rewritten atomically (``transformer_lib.files.atomic_write``), so an interrupted run never
     leaves it half-written; a file that is not such a results file raises ``ValueError`` and is left untouched.
     """
     stored = read_results(path)
     stored["runs"].append(result)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(stored, indent=1) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def main() -> None:

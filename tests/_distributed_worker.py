@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from transformer_lib import Transformer, TransformerConfig
-from transformer_lib.batching import Batch, make_batch
+from transformer_lib.data.batching import Batch, make_batch
 from transformer_lib.training import TrainConfig, TrainResult, evaluate_loss, train
 
 PAD, BOS, EOS, VOCAB = 0, 1, 2, 13
@@ -111,7 +111,7 @@ def _run(spec, ckpt: Path, **extra: Any) -> tuple[Transformer, TrainResult]:
 def main() -> None:
     mode, out, ckpt = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     torch.set_num_threads(1)
-    from transformer_lib.distributed import cleanup, init_distributed, rank
+    from transformer_lib.training.distributed import cleanup, init_distributed, rank
 
     device = init_distributed("cpu")
     assert device.type == "cpu"

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from transformer_lib import MultiHeadAttention, Transformer, TransformerConfig, greedy_decode
-from transformer_lib.attention_maps import record_attention
-from transformer_lib.masks import causal_mask
+from transformer_lib.book.attention_maps import record_attention
+from transformer_lib.nn.masks import causal_mask
 
 PAD = 0
 
@@ -140,7 +140,7 @@ def test_plot_attention_draws_the_weights_it_is_given():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from transformer_lib.plotting import plot_attention, plot_attention_heads
+    from transformer_lib.book.plotting import plot_attention, plot_attention_heads
 
     weights = torch.softmax(torch.randn(2, 3, 4), dim=-1)  # (H, T_q, T_k)
     ax = plot_attention(weights[1], keys=list("abcd"), queries=list("xyz"))

@@ -27,7 +27,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +57,6 @@ CHROMIUM_FLAGS = [
 JSDELIVR = re.compile(r"^https://cdn\.jsdelivr\.net/npm/((?:@[^/@]+/)?[^/@]+)@([^/]+)/(.+)$")
 PLOTLY_CDN = re.compile(r"^https://cdn\.plot\.ly/plotly-([0-9][^/]*)\.min\.js$")
 CONTENT_TYPES = {".js": "application/javascript", ".woff": "font/woff", ".woff2": "font/woff2", ".css": "text/css"}
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false")
-
-
-def _unavailable(reason: str) -> None:
-    """Skip on a developer's machine; fail under CI, which always has what the test needs."""
-    if _in_ci():
-        pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
-    pytest.skip(reason)
 
 
 def _toc_pages() -> list[str]:
@@ -121,10 +110,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def site_url() -> Iterator[str]:
+def site_url(unavailable: Callable[[str], None]) -> Iterator[str]:
     """The built site served on 127.0.0.1 at a free port, from a thread of this process."""
     if not (SITE / "index.html").is_file():
-        _unavailable(f"no built site at {SITE}: run `make book` first")
+        unavailable(f"no built site at {SITE}: run `make book` first")
     handler = functools.partial(_QuietHandler, directory=str(SITE))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -138,16 +127,16 @@ def site_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser(unavailable: Callable[[str], None]) -> Iterator[Any]:
     """Debian's Chromium driven by Playwright (never a browser downloaded by `playwright install`)."""
     executable = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if executable is None:
-        _unavailable(
+        unavailable(
             "chromium is not installed: on Debian/Ubuntu run `sudo apt-get install -y chromium` "
             "(`make test` does it when run as root), or set CHROMIUM=/path/to/chromium"
         )
     if not (NODE_MODULES / "mathjax" / "package.json").is_file():
-        _unavailable("node_modules/ lacks the pinned CDN scripts: run `scripts/setup_browser.sh` (needs npm)")
+        unavailable("node_modules/ lacks the pinned CDN scripts: run `scripts/setup_browser.sh` (needs npm)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

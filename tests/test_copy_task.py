@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from transformer_lib import load_checkpoint
-from transformer_lib.attention_maps import record_attention
-from transformer_lib.copy_task import (
+from transformer_lib.book.attention_maps import record_attention
+from transformer_lib.decoding import beam_search, greedy_decode
+from transformer_lib.tasks.copy import (
     BOS_ID,
     EOS_ID,
     FIRST_SYMBOL,
@@ -23,7 +24,6 @@ from transformer_lib.copy_task import (
     held_out_sequences,
     run_copy_task,
 )
-from transformer_lib.decoding import beam_search, greedy_decode
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -83,7 +83,7 @@ def test_trained_cross_attention_aligns_each_output_with_its_source_position(tra
 
 def test_untrained_model_does_not_copy():
     from transformer_lib import Transformer
-    from transformer_lib.copy_task import copy_model_config
+    from transformer_lib.tasks.copy import copy_model_config
 
     torch.manual_seed(0)
     assert copy_exact_match(Transformer(copy_model_config()), held_out_sequences(100)) == 0.0

@@ -20,8 +20,9 @@ import torch
 from safetensors.torch import load_file
 
 from transformer_lib import load_checkpoint, read_checkpoint_header
-from transformer_lib.copy_task import CopyTaskSettings, run_copy_task
-from transformer_lib.distributed import (
+from transformer_lib.tasks.copy import CopyTaskSettings, run_copy_task
+from transformer_lib.training import TrainConfig, evaluate_loss, sequence_loss, train, train_state_path
+from transformer_lib.training.distributed import (
     all_gather_object,
     barrier,
     broadcast_object,
@@ -36,7 +37,6 @@ from transformer_lib.distributed import (
     shard_batches,
     world_size,
 )
-from transformer_lib.training import TrainConfig, evaluate_loss, sequence_loss, train, train_state_path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER_PATH = Path(__file__).with_name("_distributed_worker.py")
@@ -178,10 +178,10 @@ def test_only_rank_zero_writes_checkpoints_and_shows_progress(equal_run):
     (_, report0), (_, report1) = equal_run["ranks"]
     assert report1["events"] == [], f"rank 1 wrote files: {report1['events'][:3]}"
     renamed = {Path(event[-1]).name for event in report0["events"] if event[0] == "os.rename"}
-    assert {"a.safetensors", "a.train_state.safetensors", "a_best.safetensors"} <= renamed
+    assert {"a.safetensors", "a.train_state.pt", "a_best.safetensors"} <= renamed
     assert sorted(p.name for p in ckpt.iterdir()) == [
         "a.safetensors",
-        "a.train_state.safetensors",
+        "a.train_state.pt",
         "a_best.safetensors",
     ]
     model, metadata = load_checkpoint(ckpt / "a.safetensors")
@@ -205,7 +205,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(equal_run, tmp_path):
     ckpt.mkdir()
     crashed = torchrun(str(WORKER_PATH), "crash", str(out), str(ckpt))
     assert crashed.returncode != 0, "the crash run was supposed to die"
-    assert sorted(p.name for p in ckpt.iterdir()) == ["c.safetensors", "c.train_state.safetensors"]  # no temp files
+    assert sorted(p.name for p in ckpt.iterdir()) == ["c.safetensors", "c.train_state.pt"]  # no temp files
     assert read_checkpoint_header(ckpt / "c.safetensors")[1]["training"]["step"] == 6
 
     resumed = torchrun(str(WORKER_PATH), "resume", str(out), str(ckpt))

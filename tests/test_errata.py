@@ -23,8 +23,6 @@ from transformer_lib import (
     PositionalEncoding,
     Transformer,
     causal_mask,
-    checks,
-    errata,
     load_split,
     make_batch,
     noam_rate,
@@ -32,8 +30,9 @@ from transformer_lib import (
     scaled_dot_product_attention,
     sinusoidal_table,
 )
-from transformer_lib.checks import CheckFailed
-from transformer_lib.multihead import guarded_attention
+from transformer_lib.book import checks, errata
+from transformer_lib.book.checks import CheckFailed
+from transformer_lib.nn.multihead import guarded_attention
 from transformer_lib.training import TrainConfig, sequence_loss, train
 
 D_MODEL, HEADS, D_FF = 16, 2, 32

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from transformer_lib import padding_mask, scaled_dot_product_attention
 from transformer_lib.memory import kv_cache_formula_bytes, kv_cache_nbytes, peak_memory
-from transformer_lib.multihead import KVCache
+from transformer_lib.nn.multihead import KVCache
 
 
 def test_peak_memory_counts_what_is_alive_at_once() -> None:

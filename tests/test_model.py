@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import randomize_
 from torch.testing import assert_close
 
 from transformer_lib import Transformer, padding_mask
-from transformer_lib.checks import (
+from transformer_lib.book.checks import (
     check_causal,
     check_depends_on_input,
     check_outputs_are_logits,
     check_padding_invariant,
 )
+from transformer_lib.reference import TorchTransformer, torch_state_dict
 
 PAD = 0
 
@@ -119,3 +121,20 @@ def test_model_is_deterministic_in_eval_and_random_in_train(tiny_model) -> None:
     assert torch.equal(model(src, tgt), model(src, tgt))
     model.train()
     assert max_diff(model(src, tgt), model(src, tgt)) > 1e-6
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_pytorchs_transformer_with_the_mapped_weights_gives_our_logits(tiny_config, norm_first: bool) -> None:
+    """transformer_lib.reference: nn.Transformer inside TorchTransformer, loaded with torch_state_dict(ours)."""
+    torch.manual_seed(0)
+    ours = randomize_(Transformer(tiny_config(norm_first=norm_first, dropout=0.0))).double().eval()
+    theirs = TorchTransformer(ours.config).double().eval()
+    theirs.load_state_dict(torch_state_dict(ours))
+    src = torch.tensor([[3, 4, 5, 6, 0], [7, 8, 9, 0, 0]])  # padded source
+    tgt = torch.tensor([[1, 3, 4, 5], [1, 7, 0, 0]])  # padded target
+    with torch.no_grad():
+        mine, pytorch = ours(src, tgt), theirs(src, tgt)
+    real = tgt != 0  # PyTorch gives padded query rows other values; only real positions are compared
+    torch.testing.assert_close(pytorch[real], mine[real])
+    with pytest.raises(ValueError, match="the paper's model only"):
+        TorchTransformer(tiny_config(positional="rope"))

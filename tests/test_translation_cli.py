@@ -19,11 +19,14 @@ from typing import Any
 import pytest
 import torch
 
-from transformer_lib import cli, load_checkpoint, read_checkpoint_header, save_checkpoint, translation
-from transformer_lib.copy_task import copy_model_config
+from transformer_lib import cli, load_checkpoint, read_checkpoint_header, save_checkpoint
+from transformer_lib.data.multi30k import load_multi30k
+from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.model import Transformer
-from transformer_lib.multi30k import load_multi30k
-from transformer_lib.tokenizer import BPETokenizer
+from transformer_lib.tasks import translation
+from transformer_lib.tasks.copy import copy_model_config
+from transformer_lib.tasks.translation import data as translation_data
+from transformer_lib.tasks.translation import train as translation_training
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLOSED_PORT_URL = "http://127.0.0.1:1/"  # nothing listens there: a download attempt fails at once
@@ -146,7 +149,7 @@ def test_tokenizer_is_trained_on_the_training_split_only(multi30k_dir: Path, mon
         seen.append(list(pairs))
         raise Stop
 
-    monkeypatch.setattr(translation, "train_translation_tokenizer", spy)
+    monkeypatch.setattr(translation_data, "train_translation_tokenizer", spy)
     for profile in ("smoke", "cpu"):
         with pytest.raises(Stop):
             translation.run_translation(multi30k_dir, profile=profile, device="cpu", progress=False)
@@ -181,7 +184,7 @@ def test_time_budget_ends_training(multi30k_dir: Path) -> None:
 def test_checkpoint_average_is_the_elementwise_mean() -> None:
     a = {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor([2, 4])}
     b = {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor([4, 8])}
-    mean = translation._average_state_dicts([a, b])
+    mean = translation_training._average_state_dicts([a, b])
     torch.testing.assert_close(mean["w"], torch.tensor([2.0, 4.0]))
     assert mean["n"].dtype == torch.int64 and mean["n"].tolist() == [3, 6]
 

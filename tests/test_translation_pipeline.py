@@ -26,12 +26,12 @@ from transformer_lib import (
     token_batches,
     train_translation,
     translate,
-    translation,
     translation_summary,
 )
 from transformer_lib.cli import load_translation_checkpoint
-from transformer_lib.multi30k import load_multi30k
-from transformer_lib.translation import TRANSLATION_PROFILES, encode_pairs
+from transformer_lib.data.multi30k import load_multi30k
+from transformer_lib.tasks.translation import TRANSLATION_PROFILES, encode_pairs
+from transformer_lib.tasks.translation import train as translation_training
 
 SEED = 3
 
@@ -125,13 +125,13 @@ def test_training_uses_the_threads_asked_for_then_restores_them(
     multi30k_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[int] = []
-    real_train = translation.train
+    real_train = translation_training.train
 
     def spy(*args: object, **kwargs: object) -> object:
         seen.append(torch.get_num_threads())
         return real_train(*args, **kwargs)
 
-    monkeypatch.setattr(translation, "train", spy)
+    monkeypatch.setattr(translation_training, "train", spy)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

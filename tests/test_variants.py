@@ -46,13 +46,13 @@ from transformer_lib import (
 )
 from transformer_lib.checkpoint import FORMAT
 from transformer_lib.decoding import beam_search
-from transformer_lib.positional import (
+from transformer_lib.nn.positional import (
     LearnedPositionalEmbedding,
     NoPositionalEncoding,
     RotaryEmbedding,
     rotary_tables,
 )
-from transformer_lib.translation import translation_profile
+from transformer_lib.tasks.translation import translation_profile
 
 F64 = torch.float64
 PAD, BOS, EOS = 0, 1, 2

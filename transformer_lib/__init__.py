@@ -4,26 +4,24 @@ Every name of the public interface is importable from here; the book's API refer
 (``api.md``, generated from the docstrings) documents each one in the module where it lives.
 """
 
-from .attention import scaled_dot_product_attention
-from .batching import Batch, make_batch, token_batches
-from .bleu import BleuScore, corpus_bleu
 from .checkpoint import load_checkpoint, read_checkpoint_header, save_checkpoint
 from .config import TransformerConfig
-from .copy_task import CopyTaskSettings, copy_exact_match, run_copy_task
+from .data.batching import Batch, make_batch, token_batches
+from .data.multi30k import ChecksumError, DownloadError, Multi30kError, load_multi30k, load_split
+from .data.tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
 from .decoding import beam_search, greedy_decode, length_penalty_factor, sequence_log_prob
-from .embedding import TokenEmbedding
-from .feedforward import FeedForward
-from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer
-from .masks import causal_mask, padding_mask, target_mask
 from .model import Transformer
-from .multi30k import ChecksumError, DownloadError, Multi30kError, load_multi30k, load_split
-from .multihead import KVCache, MultiHeadAttention
-from .norms import LayerNorm, RMSNorm
-from .positional import PositionalEncoding, sinusoidal_table
-from .schedule import noam_rate, noam_schedule
-from .tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
-from .training import TrainConfig, TrainResult, evaluate_loss, sequence_loss, train, train_state_path
-from .translation import (
+from .nn.attention import scaled_dot_product_attention
+from .nn.embedding import TokenEmbedding
+from .nn.feedforward import FeedForward
+from .nn.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
+from .nn.masks import causal_mask, padding_mask, target_mask
+from .nn.multihead import KVCache, MultiHeadAttention
+from .nn.norms import LayerNorm, RMSNorm
+from .nn.positional import PositionalEncoding, sinusoidal_table
+from .tasks.bleu import BleuScore, corpus_bleu
+from .tasks.copy import CopyTaskSettings, copy_exact_match, run_copy_task
+from .tasks.translation import (
     TRANSLATION_PROFILES,
     TranslationEvaluation,
     TranslationProfile,
@@ -36,6 +34,8 @@ from .translation import (
     translation_profile,
     translation_summary,
 )
+from .training import TrainConfig, TrainResult, evaluate_loss, sequence_loss, train, train_state_path
+from .training.schedule import noam_rate, noam_schedule
 
 __version__ = "0.1.0"
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_model, save_model
 
 from .config import TransformerConfig
+from .files import atomic_write
 from .model import Transformer
 
 FORMAT = "transformer_lib.checkpoint.v1"
@@ -34,18 +34,8 @@ def save_checkpoint(model: Transformer, path: str | os.PathLike[str], **metadata
         meta_json = json.dumps(metadata)
     except TypeError as error:
         raise TypeError(f"metadata must be JSON-serialisable: {error}") from None
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     header = {"format": FORMAT, "config": json.dumps(model.config.to_dict()), "metadata": meta_json}
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_model(model, tmp, metadata=header)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, lambda tmp: save_model(model, str(tmp), metadata=header))
 
 
 def read_checkpoint_header(path: str | os.PathLike[str]) -> tuple[TransformerConfig, dict[str, Any]]:
@@ -70,7 +60,7 @@ def read_checkpoint_header(path: str | os.PathLike[str]) -> tuple[TransformerCon
 def load_checkpoint(
     path: str | os.PathLike[str], map_location: str | torch.device = "cpu"
 ) -> tuple[Transformer, dict[str, Any]]:
-    """Rebuild the model saved by :func:`save_checkpoint`; return ``(model, metadata)``.
+    """Rebuild the model saved by :func:`~.save_checkpoint`; return ``(model, metadata)``.
 
     Raises ``ValueError`` naming the file if it is truncated, corrupted, or its weights do not
     match its config.

@@ -24,13 +24,13 @@ from typing import Any
 import torch
 
 from .checkpoint import load_checkpoint, read_checkpoint_header
-from .copy_task import CopyTaskSettings, run_copy_task
-from .distributed import cleanup, init_distributed, is_main_process
+from .data.multi30k import Multi30kError
+from .data.tokenizer import BPETokenizer
 from .model import Transformer
-from .multi30k import Multi30kError
 from .runtime import DEVICES, PROFILES, default_profile, pick_device
-from .tokenizer import BPETokenizer
-from .translation import TASK, run_translation, translate, translation_profile
+from .tasks.copy import CopyTaskSettings, run_copy_task
+from .tasks.translation import TASK, run_translation, translate, translation_profile
+from .training.distributed import cleanup, init_distributed, is_main_process
 
 PROG = "python -m transformer_lib"
 
@@ -197,7 +197,7 @@ def load_translation_checkpoint(
 ) -> tuple[Transformer, BPETokenizer, dict[str, Any]]:
     """Load a checkpoint saved by ``translate --save``: ``(model, tokenizer, metadata)``.
 
-    Raises :class:`CLIError` with a clear message when the file is missing, is not a checkpoint,
+    Raises :class:`~.CLIError` with a clear message when the file is missing, is not a checkpoint,
     or was saved by another task.
     """
     path = Path(path)

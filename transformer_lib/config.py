@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ._checks import check_divisible, check_positive_int, check_probability
-from .feedforward import ACTIVATIONS
-from .norms import NORMS
+from .nn.feedforward import ACTIVATIONS
+from .nn.layers import LayerSpec
+from .nn.norms import NORMS
+from .validation import check_divisible, check_positive_int, check_probability
 
 POSITIONALS = ("sinusoidal", "learned", "rope")
 """The positional variants (the paper's fixed table, a learned table, rotary embeddings in self-attention)."""
@@ -25,7 +26,7 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """Every hyper-parameter of :class:`~transformer_lib.model.Transformer`.
+    """Every hyper-parameter of :class:`~.Transformer`.
 
     Defaults are the paper's base model (Vaswani et al., 2017, table 3), which has about 65M
     parameters with a 37,000-token shared vocabulary. The variant fields (``positional``, ``norm``,
@@ -45,7 +46,7 @@ class TransformerConfig:
         pad_id: the padding token id, used to build masks when none are given.
         share_embeddings: also share the source embedding (needs a joint vocabulary).
         activation: feed-forward activation, ``"relu"`` (the paper), ``"gelu"`` or ``"swiglu"``
-            (a gated unit with a third matrix; see :class:`~transformer_lib.feedforward.FeedForward`).
+            (a gated unit with a third matrix; see :class:`~.FeedForward`).
         attention_dropout: dropout on attention weights (not in the paper; default 0).
         positional: ``"sinusoidal"`` (the paper's fixed table, added to the embeddings),
             ``"learned"`` (a trained table of ``max_len`` rows, added the same way) or ``"rope"``
@@ -120,6 +121,20 @@ class TransformerConfig:
                     f"head serves the same number of query heads); try one of "
                     f"{[h for h in range(1, self.num_heads + 1) if self.num_heads % h == 0]}"
                 )
+
+    def layer_spec(self) -> LayerSpec:
+        """What every encoder and decoder layer of this model shares (:class:`~.LayerSpec`)."""
+        return LayerSpec(
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            norm_first=self.norm_first,
+            activation=self.activation,
+            attention_dropout=self.attention_dropout,
+            norm=self.norm,
+            num_kv_heads=self.num_kv_heads,
+        )
 
     @property
     def kv_heads(self) -> int:

@@ -11,7 +11,7 @@ is unambiguous.
 
 With ``use_cache=True`` (the default) the decoder runs **incrementally**: each step feeds only
 the newest token, the self-attention keys and values of earlier positions come from a growing
-:class:`~transformer_lib.multihead.KVCache`, and the cross-attention keys and values of the
+:class:`~.KVCache`, and the cross-attention keys and values of the
 encoder output are computed once (a static cache). With ``use_cache=False`` each step re-runs the
 decoder over the whole prefix. Both give the same tokens (tested); the cache makes a step cost
 ``O(t)`` instead of ``O(t^2)`` attention and avoids recomputing every earlier position.
@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._checks import check_positive_int
-from .masks import causal_mask, padding_mask
+from .nn.masks import causal_mask, padding_mask
+from .validation import check_positive_int
 
 __all__ = ["beam_search", "greedy_decode", "length_penalty_factor", "sequence_log_prob"]
 
@@ -110,7 +110,7 @@ def greedy_decode(
     """Decode a batch by taking the most probable token at every step (贪心解码).
 
     Args:
-        model: a :class:`~transformer_lib.model.Transformer` (anything with ``encode``, ``decode``,
+        model: a :class:`~.Transformer` (anything with ``encode``, ``decode``,
             ``new_cache`` and ``config.pad_id`` works).
         src: source ids; padding (the model's ``pad_id``) is masked.
         max_len: longest output row, ``bos`` included (so at most ``max_len - 1`` new tokens).
@@ -162,17 +162,17 @@ def beam_search(
     Each row keeps ``beam_size`` live hypotheses (beams). At every step each beam is extended by
     every token, the ``2 * beam_size`` best extensions (by summed log-probability) are examined in
     order: an extension ending in ``eos_id`` among the first ``beam_size`` becomes a finished
-    hypothesis, scored ``log P / lp(len)`` with :func:`length_penalty_factor`; the first
+    hypothesis, scored ``log P / lp(len)`` with :func:`~.length_penalty_factor`; the first
     ``beam_size`` others become the next beams. A row is done as soon as it has ``beam_size``
     finished hypotheses (early stopping); all stop when every row is done or at ``max_len``,
     where the live beams of unfinished rows compete as they are. The best-scoring hypothesis of
     each row is returned.
 
-    With ``beam_size=1`` this is exactly :func:`greedy_decode` (the one beam always takes the
+    With ``beam_size=1`` this is exactly :func:`~.greedy_decode` (the one beam always takes the
     best token, and a row stops at its first ``eos``).
 
     Args:
-        model, src, max_len, bos_id, eos_id, use_cache: as in :func:`greedy_decode`; with the cache,
+        model, src, max_len, bos_id, eos_id, use_cache: as in :func:`~.greedy_decode`; with the cache,
             beams that survive are selected with :meth:`~.KVCache.reorder`; the cross-attention cache
             is static (all beams of a row share the same encoder output) and is never reordered.
         beam_size: beams per row.
@@ -187,79 +187,102 @@ def beam_search(
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) or length_penalty < 0:
         raise ValueError(f"length_penalty must be a non-negative float (GNMT's alpha), got {length_penalty!r}")
     src = src.to(device)
-    batch, k = src.size(0), beam_size
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
+    beams = _Beams(src.size(0), beam_size, bos_id, eos_id, length_penalty, device)
     with _EvalMode(model):
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, d_model)
-        memory = memory.repeat_interleave(k, dim=0)  # (B, S, d) -> (B*K, S, d): beam j of row b is b*K + j
-        src_mask = src_mask.repeat_interleave(k, dim=0)  # (B*K, 1, 1, S)
+        memory = memory.repeat_interleave(beam_size, dim=0)  # (B, S, d) -> (B*K, S, d): beam j of row b is b*K + j
+        src_mask = src_mask.repeat_interleave(beam_size, dim=0)  # (B*K, 1, 1, S)
         cache = model.new_cache() if use_cache else None
-        tokens = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)  # (B*K, 1)
-        beam_scores = torch.zeros(batch, k, device=device)  # (B, K) summed log-probabilities
-        beam_scores[:, 1:] = float("-inf")  # at the start only beam 0 is real (the others are copies)
-        row_done = [False] * batch
-        row_offset = torch.arange(batch, device=device)[:, None] * k  # (B, 1)
         for step in range(1, max_len):
-            log_probs = _next_log_probs(model, tokens, memory, src_mask, cache, pad_id)  # (B*K, V)
-            vocab = log_probs.size(-1)
-            candidates = beam_scores.view(-1, 1) + log_probs  # (B*K, V)
-            candidates = candidates.view(batch, k * vocab)  # (B*K, V) -> (B, K*V)
-            top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (B, 2K)
-            top_beam, top_token = top_index // vocab, top_index % vocab  # (B, 2K) each
-            is_eos = top_token == eos_id  # (B, 2K)
-
-            # Finished hypotheses: eos among the first K candidates of a row that is not done.
-            eos_rows, eos_ranks = torch.nonzero(is_eos[:, :k] & torch.isfinite(top_scores[:, :k]), as_tuple=True)
-            if eos_rows.numel() > 0:
-                prefix_ids = (eos_rows * k + top_beam[eos_rows, eos_ranks]).tolist()
-                raw = top_scores[eos_rows, eos_ranks].tolist()
-                for row, prefix_id, score in zip(eos_rows.tolist(), prefix_ids, raw, strict=True):
-                    if not row_done[row] and len(finished[row]) < k:
-                        seq = tokens[prefix_id, 1:].tolist() + [eos_id]
-                        finished[row].append((score / float(length_penalty_factor(step, length_penalty)), seq))
-
-            # Live beams: the first K candidates of each row that do not end in eos.
-            keep = ~is_eos  # (B, 2K)
-            rank = keep.long().cumsum(dim=-1) - 1  # (B, 2K): rank among non-eos candidates
-            chosen = keep & (rank < k)  # exactly K per row (at most K candidates can be eos)
-            next_beam = top_beam[chosen].view(batch, k)  # (B, K)
-            next_token = top_token[chosen].view(batch, k)  # (B, K)
-            beam_scores = top_scores[chosen].view(batch, k)  # (B, K)
-            index = (row_offset + next_beam).view(-1)  # (B*K,) flat index of each new beam's parent
-            tokens = torch.cat([tokens.index_select(0, index), next_token.view(-1, 1)], dim=1)  # (B*K, t + 1)
+            log_probs = _next_log_probs(model, beams.tokens, memory, src_mask, cache, pad_id)  # (B*K, V)
+            index = beams.step(step, log_probs)  # (B*K,): the parent of each new beam
             if cache is not None:
                 for self_cache, _cross_cache in cache:  # the static cross-attention cache stays as is
                     self_cache.reorder(index)
-
-            for row in range(batch):
-                if not row_done[row] and len(finished[row]) >= k:
-                    row_done[row] = True
-            if all(row_done):
+            if all(beams.row_done):
                 break
-        # Rows cut by max_len: their live beams compete with what finished.
-        final_len = tokens.size(1) - 1
-        if not all(row_done):
-            live = beam_scores.tolist()
-            for row in range(batch):
-                if row_done[row]:
-                    continue
-                for j in range(k):
-                    if live[row][j] != float("-inf"):
-                        seq = tokens[row * k + j, 1:].tolist()
-                        finished[row].append(
-                            (live[row][j] / float(length_penalty_factor(final_len, length_penalty)), seq)
-                        )
+        beams.finish_cut_rows()  # rows cut by max_len: their live beams compete with what finished
+    return beams.best(pad_id, return_scores)
 
-    best = [max(hyps, key=lambda h: h[0]) for hyps in finished]
-    width = 1 + max(len(seq) for _, seq in best)
-    out = torch.full((batch, width), pad_id, dtype=torch.long, device=device)  # (B, L)
-    out[:, 0] = bos_id
-    for row, (_, seq) in enumerate(best):
-        out[row, 1 : 1 + len(seq)] = torch.tensor(seq, dtype=torch.long, device=device)
-    if return_scores:
-        return out, torch.tensor([score for score, _ in best], dtype=torch.float32, device=device)
-    return out
+
+class _Beams:
+    """The state of a batched beam search: live beams, their scores, and each row's finished hypotheses.
+
+    Beam ``j`` of row ``b`` is row ``b * K + j`` of ``tokens``.
+    """
+
+    def __init__(self, batch: int, k: int, bos_id: int, eos_id: int, alpha: float, device: torch.device) -> None:
+        self.batch, self.k, self.bos_id, self.eos_id, self.alpha = batch, k, bos_id, eos_id, alpha
+        self.tokens = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)  # (B*K, 1)
+        self.scores = torch.zeros(batch, k, device=device)  # (B, K) summed log-probabilities
+        self.scores[:, 1:] = float("-inf")  # at the start only beam 0 is real (the others are copies)
+        self.finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
+        self.row_done = [False] * batch
+        self.row_offset = torch.arange(batch, device=device)[:, None] * k  # (B, 1)
+
+    def step(self, step: int, log_probs: Tensor) -> Tensor:
+        """Extend every beam by every token, keep the best; return the parent of each new beam ``(B*K,)``."""
+        batch, k = self.batch, self.k
+        vocab = log_probs.size(-1)
+        candidates = (self.scores.view(-1, 1) + log_probs).view(batch, k * vocab)  # (B*K, V) -> (B, K*V)
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (B, 2K)
+        top_beam, top_token = top_index // vocab, top_index % vocab  # (B, 2K) each
+        is_eos = top_token == self.eos_id  # (B, 2K)
+        self._collect_finished(step, top_scores, top_beam, is_eos)
+        # Live beams: the first K candidates of each row that do not end in eos.
+        keep = ~is_eos  # (B, 2K)
+        rank = keep.long().cumsum(dim=-1) - 1  # (B, 2K): rank among non-eos candidates
+        chosen = keep & (rank < k)  # exactly K per row (at most K candidates can be eos)
+        next_beam = top_beam[chosen].view(batch, k)  # (B, K)
+        next_token = top_token[chosen].view(batch, k)  # (B, K)
+        self.scores = top_scores[chosen].view(batch, k)  # (B, K)
+        index = (self.row_offset + next_beam).view(-1)  # (B*K,) flat index of each new beam's parent
+        self.tokens = torch.cat([self.tokens.index_select(0, index), next_token.view(-1, 1)], dim=1)  # (B*K, t+1)
+        for row in range(batch):
+            if not self.row_done[row] and len(self.finished[row]) >= k:
+                self.row_done[row] = True
+        return index
+
+    def _collect_finished(self, step: int, top_scores: Tensor, top_beam: Tensor, is_eos: Tensor) -> None:
+        """Finished hypotheses: eos among the first K candidates of a row that is not done."""
+        k = self.k
+        rows, ranks = torch.nonzero(is_eos[:, :k] & torch.isfinite(top_scores[:, :k]), as_tuple=True)
+        if rows.numel() == 0:
+            return
+        prefix_ids = (rows * k + top_beam[rows, ranks]).tolist()
+        raw = top_scores[rows, ranks].tolist()
+        for row, prefix_id, score in zip(rows.tolist(), prefix_ids, raw, strict=True):
+            if not self.row_done[row] and len(self.finished[row]) < k:
+                seq = self.tokens[prefix_id, 1:].tolist() + [self.eos_id]
+                self.finished[row].append((score / float(length_penalty_factor(step, self.alpha)), seq))
+
+    def finish_cut_rows(self) -> None:
+        """Rows that ``max_len`` cut: their live beams compete as they are with what finished."""
+        if all(self.row_done):
+            return
+        final_len = self.tokens.size(1) - 1
+        live = self.scores.tolist()
+        for row in range(self.batch):
+            if self.row_done[row]:
+                continue
+            for j in range(self.k):
+                if live[row][j] != float("-inf"):
+                    seq = self.tokens[row * self.k + j, 1:].tolist()
+                    self.finished[row].append((live[row][j] / float(length_penalty_factor(final_len, self.alpha)), seq))
+
+    def best(self, pad_id: int, return_scores: bool) -> Tensor | tuple[Tensor, Tensor]:
+        """The best-scoring hypothesis of each row, padded into ``(B, L)`` (and its score)."""
+        device = self.tokens.device
+        best = [max(hyps, key=lambda h: h[0]) for hyps in self.finished]
+        width = 1 + max(len(seq) for _, seq in best)
+        out = torch.full((self.batch, width), pad_id, dtype=torch.long, device=device)  # (B, L)
+        out[:, 0] = self.bos_id
+        for row, (_, seq) in enumerate(best):
+            out[row, 1 : 1 + len(seq)] = torch.tensor(seq, dtype=torch.long, device=device)
+        if return_scores:
+            return out, torch.tensor([score for score, _ in best], dtype=torch.float32, device=device)
+        return out
 
 
 def sequence_log_prob(model: Any, src: Tensor, tokens: Tensor, eos_id: int) -> Tensor:

@@ -2,16 +2,16 @@
 
 A leaf module beside ``plotting`` and ``interactive``: the efficiency chapter and the benchmarks use it.
 
-* :func:`peak_memory` runs a function once and reports the most memory it had allocated at any
+* :func:`~.peak_memory` runs a function once and reports the most memory it had allocated at any
   moment. On CUDA PyTorch keeps that counter itself (``torch.cuda.max_memory_allocated``). On the
   CPU it keeps none, so the function runs under ``torch.profiler`` with ``profile_memory=True``:
   PyTorch's CPU allocator then reports every allocation and every free (scratch buffers that a
   kernel allocates and frees inside one operation included), and the peak is the largest running
   total of those reports. Memory that does not come from PyTorch's allocator (Python objects, a
   BLAS library's private buffers) is not counted, on either device.
-* :func:`kv_cache_nbytes` adds up the bytes of the key and value tensors a decoder cache holds
-  (what :meth:`~transformer_lib.model.Transformer.new_cache` returns, after decoding), and
-  :func:`kv_cache_formula_bytes` is the formula it must agree with:
+* :func:`~.kv_cache_nbytes` adds up the bytes of the key and value tensors a decoder cache holds
+  (what :meth:`~.Transformer.new_cache` returns, after decoding), and
+  :func:`~.kv_cache_formula_bytes` is the formula it must agree with:
   ``2 * layers * batch * heads * length * d_k * bytes_per_element``.
 """
 
@@ -23,8 +23,8 @@ from typing import TypeVar
 
 import torch
 
-from ._checks import check_positive_int
-from .multihead import KVCache
+from .nn.multihead import KVCache
+from .validation import check_positive_int
 
 __all__ = ["kv_cache_formula_bytes", "kv_cache_nbytes", "peak_memory"]
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from ._checks import check_mask, check_token_ids
 from .config import TransformerConfig
-from .embedding import TokenEmbedding
-from .layers import Decoder, Encoder
-from .masks import causal_mask, padding_mask, target_mask
-from .multihead import KVCache
-from .positional import RotaryEmbedding, make_positional
+from .nn.embedding import TokenEmbedding
+from .nn.layers import Decoder, Encoder
+from .nn.masks import causal_mask, padding_mask, target_mask
+from .nn.multihead import KVCache
+from .nn.positional import RotaryEmbedding, make_positional
+from .validation import check_mask, check_token_ids
 
 
 class Transformer(nn.Module):
@@ -22,10 +22,10 @@ class Transformer(nn.Module):
     Masks left as ``None`` are built from ``config.pad_id``: padding keys are hidden everywhere and
     the decoder's self-attention is causal, so ``model(src, tgt)`` is always correct.
 
-    The variants of :class:`~transformer_lib.config.TransformerConfig` are wired here:
+    The variants of :class:`~.TransformerConfig` are wired here:
     ``positional`` picks the input module ``self.positional`` (one module for source and target:
     the sinusoidal table, one learned table, or dropout only with ``"rope"``, where a single
-    :class:`~transformer_lib.positional.RotaryEmbedding` is shared by every self-attention);
+    :class:`~.RotaryEmbedding` is shared by every self-attention);
     ``norm``, ``activation`` and ``num_kv_heads`` go to every layer.
 
     Shape:
@@ -46,10 +46,9 @@ class Transformer(nn.Module):
             self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
         self.positional = make_positional(c.positional, c.d_model, c.dropout, c.max_len)
         rotary = RotaryEmbedding(c.d_model // c.num_heads, c.max_len) if c.positional == "rope" else None
-        layer_args = (c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.activation, c.attention_dropout)
-        variants = dict(norm=c.norm, num_kv_heads=c.num_kv_heads, rotary=rotary)
-        self.encoder = Encoder(c.num_encoder_layers, *layer_args, **variants)
-        self.decoder = Decoder(c.num_decoder_layers, *layer_args, **variants)
+        spec = c.layer_spec()  # what every layer of both stacks shares
+        self.encoder = Encoder.from_spec(c.num_encoder_layers, spec, rotary)
+        self.decoder = Decoder.from_spec(c.num_decoder_layers, spec, rotary)
         self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         if c.tie_embeddings:
             self.generator.weight = self.tgt_embed.embedding.weight
@@ -79,7 +78,7 @@ class Transformer(nn.Module):
 
         ``src_mask`` hides padded memory positions; ``None`` lets every position of ``memory`` be
         attended (``decode`` cannot see the source ids; ``forward`` passes the right mask).
-        With a ``cache`` (see :func:`~transformer_lib.decoding.greedy_decode`), ``tgt`` holds only
+        With a ``cache`` (see :func:`~.greedy_decode`), ``tgt`` holds only
         the new positions and ``tgt_mask`` should be ``None``: each new position then attends to
         every cached position and to the new ones up to itself.
         """

@@ -5,8 +5,10 @@ A building block with no model code: every layer above may use it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -55,3 +57,19 @@ def default_profile(device: torch.device | None = None) -> str:
         return forced
     device = device if device is not None else pick_device()
     return "gpu" if device.type == "cuda" else "cpu"
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[int]:
+    """Run the body with ``threads`` CPU threads (``None``: leave the setting); restore it afterwards.
+
+    Yields the number of threads in use.
+    """
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(previous)
+

@@ -1,0 +1,138 @@
+"""Recording attention maps (注意力图): the per-head weights of every attention module during a forward pass.
+
+:class:`~.MultiHeadAttention` returns its weights only when asked
+(``need_weights=True``), and the layers above it never ask. :func:`~.record_attention` asks for
+them, without changing any model code::
+
+    with record_attention(model) as maps:
+        model(src, tgt)
+    maps["decoder.layers.0.cross_attn"]        # (B, H, T, S): the last call's weights
+
+While the context is open, a forward pre-hook on every ``MultiHeadAttention`` inside ``model``
+switches it to its reference path (``need_weights=True``, the same numbers as the fused kernel to
+float32 round-off) and a forward hook keeps the weights it returns. The hooks are removed on
+exit, so the model runs its fused kernel again afterwards. Each module is named as in
+``model.named_modules()`` (``""`` when ``model`` is itself a ``MultiHeadAttention``).
+
+Run the model in eval mode: in training mode the weights recorded are those after attention
+dropout (when ``attention_dropout > 0``). A leaf module: it imports only ``multihead``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..nn.multihead import MultiHeadAttention
+
+__all__ = ["AttentionRecorder", "record_attention"]
+
+_NEED_WEIGHTS_POSITION = 4  # forward(query, key, value, mask, need_weights, cache)
+
+
+class AttentionRecorder:
+    """The weights recorded by :func:`~.record_attention`, per attention module, one entry per call.
+
+    Attributes:
+        calls: ``{module name: [weights of call 1, call 2, ...]}``; each ``(B, H, T_q, T_k)``.
+            A plain forward pass calls each module once; incremental decoding (the key/value
+            cache) calls each decoder module once per generated token, with ``T_q = 1``.
+    """
+
+    def __init__(self, names: list[str]) -> None:
+        self.calls: dict[str, list[Tensor]] = {name: [] for name in names}
+
+    def names(self, kind: str | None = None) -> list[str]:
+        """Names of the recorded modules, optionally only those ending in ``kind`` (e.g. ``"cross_attn"``)."""
+        return [name for name in self.calls if kind is None or name.endswith(kind)]
+
+    def __getitem__(self, name: str) -> Tensor:
+        """Weights of the **last** call of module ``name``, ``(B, H, T_q, T_k)``."""
+        if name not in self.calls:
+            raise KeyError(f"no attention module named {name!r}; recorded modules are {list(self.calls)}")
+        if not self.calls[name]:
+            raise KeyError(f"attention module {name!r} was not called while recording")
+        return self.calls[name][-1]
+
+    def stacked(self, name: str) -> Tensor:
+        """All calls of ``name`` joined along the query axis, keys right-padded with zero weight.
+
+        After greedy decoding with the key/value cache, call ``t`` of a decoder self-attention
+        module holds the weights of query ``t`` over keys ``0..t``; stacking them (the keys not yet
+        generated get weight 0, as the causal mask gives them) is the full ``(T, T)`` map of the
+        generated sequence. (Beam search reorders its rows between calls: stack greedy runs only.)
+
+        Shape:
+            output: ``(B, H, sum of T_q, max T_k)``.
+        """
+        if name not in self.calls or not self.calls[name]:
+            raise KeyError(f"attention module {name!r} has no recorded call")
+        calls = self.calls[name]
+        width = max(w.size(-1) for w in calls)
+        padded = [nn.functional.pad(w, (0, width - w.size(-1))) for w in calls]  # each (B, H, T_q, width)
+        return torch.cat(padded, dim=-2)  # (B, H, sum T_q, width)
+
+    def clear(self) -> None:
+        """Forget every recorded call (e.g. between two forward passes)."""
+        for weights in self.calls.values():
+            weights.clear()
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{name or '<model>'}: {len(w)}" for name, w in self.calls.items())
+        return f"AttentionRecorder({counts})"
+
+
+@contextmanager
+def record_attention(model: nn.Module, detach: bool = True) -> Iterator[AttentionRecorder]:
+    """Record the attention weights of every :class:`~.MultiHeadAttention` in ``model`` while open.
+
+    Args:
+        model: any module holding ``MultiHeadAttention`` modules (a ``Transformer``, a layer, or a
+            ``MultiHeadAttention`` itself).
+        detach: store the weights detached from the autograd graph (``False`` keeps the graph, e.g.
+            to take gradients of an attention weight).
+
+    Yields:
+        an :class:`~.AttentionRecorder`, filled as the model runs.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    modules = [(name, m) for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)]
+    if not modules:
+        raise ValueError(f"model ({type(model).__name__}) contains no MultiHeadAttention module to record")
+    recorder = AttentionRecorder([name for name, _ in modules])
+    handles = []
+
+    caller_asked: dict[int, bool] = {}  # id(module) -> whether the caller itself passed need_weights=True
+
+    def ask_for_weights(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if len(args) > _NEED_WEIGHTS_POSITION:
+            caller_asked[id(module)] = bool(args[_NEED_WEIGHTS_POSITION])
+            args = args[:_NEED_WEIGHTS_POSITION] + (True,) + args[_NEED_WEIGHTS_POSITION + 1 :]
+        else:
+            caller_asked[id(module)] = bool(kwargs.get("need_weights", False))
+            kwargs = {**kwargs, "need_weights": True}
+        return args, kwargs
+
+    def keeper(name: str) -> Any:
+        def keep(module: nn.Module, _args: tuple[Any, ...], output: tuple[Tensor, Tensor | None]) -> Any:
+            out, weights = output
+            if weights is not None:
+                recorder.calls[name].append(weights.detach() if detach else weights)
+            # The caller gets exactly what it asked for: no weights unless it wanted them.
+            return output if caller_asked.pop(id(module), False) else (out, None)
+
+        return keep
+
+    try:
+        for name, module in modules:
+            handles.append(module.register_forward_pre_hook(ask_for_weights, with_kwargs=True))
+            handles.append(module.register_forward_hook(keeper(name)))
+        yield recorder
+    finally:
+        for handle in handles:
+            handle.remove()

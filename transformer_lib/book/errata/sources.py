@@ -1,0 +1,305 @@
+"""Deliberately WRONG implementations (勘误): the twelve errors of the book's five source documents.
+
+See :mod:`transformer_lib.book.errata`. Every name that computes something wrong says so in its
+docstring, which starts with ``WRONG``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+from torch.autograd import Variable
+
+from ...model import Transformer
+from ...nn.embedding import TokenEmbedding
+from ...nn.feedforward import FeedForward
+from ...nn.layers import EncoderLayer
+from ...nn.multihead import MultiHeadAttention
+from ...nn.norms import LayerNorm
+from ...nn.positional import sinusoidal_table
+from ..checks import count_flops
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. A positional "encoding" that is the same at every position
+# ---------------------------------------------------------------------------------------------
+def constant_positional_table(max_len: int, d_model: int) -> Tensor:
+    """WRONG: the exponent uses integer division ``dim // d_model``, which is 0 for every column.
+
+    So the angle is ``(pos / 10000) ** 0 = 1`` at every position (``0 ** 0`` is 1 too), and every
+    row is the same vector ``[-sin 1, cos 1, -sin 1, ...]`` (the sine columns also have the
+    wrong sign). Correct: :func:`~.sinusoidal_table`.
+
+    Shape:
+        output: ``(max_len, d_model)``.
+    """
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
+    column = torch.arange(d_model)[None, :]  # (1, d_model)
+    angle = (position / 1e4) ** torch.div(column, d_model, rounding_mode="floor")  # WRONG: exponent 0 everywhere
+    return torch.where(column % 2 == 0, -torch.sin(angle), torch.cos(angle))  # (max_len, d_model)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. An encoder whose input is overwritten by the positional encoding
+# ---------------------------------------------------------------------------------------------
+class EncoderReplacingInput(nn.Module):
+    """WRONG: ``x = positional_table[:T]`` *replaces* the embedded tokens instead of being added.
+
+    Everything else (embedding, layers) is the library's. The output has the right shape for any
+    input, and is the same for every input. Correct: ``x = embedding(src) + table[:T]``.
+
+    Shape:
+        src: ``(B, S)`` ids; output: ``(B, S, d_model)``.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 16, num_heads: int = 2, d_ff: int = 32) -> None:
+        super().__init__()
+        self.embed = TokenEmbedding(vocab_size, d_model)
+        self.register_buffer("table", sinusoidal_table(64, d_model), persistent=False)
+        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout=0.0) for _ in range(2))
+
+    def forward(self, src: Tensor) -> Tensor:
+        """Encode ``src`` (wrongly)."""
+        x = self.embed(src)  # (B, S, d_model), computed...
+        x = self.table[: src.size(1)].expand_as(x)  # WRONG: ...and thrown away
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+# ---------------------------------------------------------------------------------------------
+# 3, 4. Cross-attention with Q, K, V taken from the wrong places
+# ---------------------------------------------------------------------------------------------
+class BareAttention(nn.Module):
+    """One attention head with its own Q/K/V projections, computed with ``torch.bmm`` (correct in itself).
+
+    Shape:
+        query: ``(B, T_q, d_model)``; key: ``(B, T_k, d_model)``; value: ``(B, T_v, d_model)``
+        (``T_v`` must equal ``T_k``); output: ``(B, T_q, d_head)``.
+    """
+
+    def __init__(self, d_model: int, d_head: int | None = None) -> None:
+        super().__init__()
+        d_head = d_head or d_model
+        self.q = nn.Linear(d_model, d_head)
+        self.k = nn.Linear(d_model, d_head)
+        self.v = nn.Linear(d_model, d_head)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor) -> Tensor:
+        """``softmax(q k^T / sqrt(d)) v``."""
+        q, k, v = self.q(query), self.k(key), self.v(value)
+        scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(q.size(-1))  # (B, T_q, T_k)
+        return torch.bmm(scores.softmax(dim=-1), v)  # (B, T_q, d_head); needs T_k == T_v
+
+
+def cross_attention_query_from_memory(attention: BareAttention, x: Tensor, memory: Tensor) -> Tensor:
+    """WRONG (source 001): ``x + attention(memory, memory, x)``: Q and K from the encoder, V from the decoder.
+
+    Runs only when source and target have the same length. Correct: ``attention(x, memory, memory)``.
+    """
+    return x + attention(memory, memory, x)
+
+
+def cross_attention_key_from_decoder(attention: BareAttention, x: Tensor, memory: Tensor) -> Tensor:
+    """WRONG (source 000's description): Q and K from the decoder, V from the encoder.
+
+    Runs only when source and target have the same length. Correct: ``attention(x, memory, memory)``.
+    """
+    return attention(x, x, memory)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. No masks at all
+# ---------------------------------------------------------------------------------------------
+def forward_without_masks(model: Transformer, src: Tensor, tgt: Tensor) -> Tensor:
+    """WRONG: runs the library's model with every mask set to "may attend everywhere".
+
+    That is what a model without masks computes: each target position sees the later target
+    tokens (the ones it is trained to predict), and padding is attended like any token.
+    Correct: ``model(src, tgt)``, which builds the causal and padding masks.
+
+    Shape:
+        src: ``(B, S)``; tgt: ``(B, T)``; output: ``(B, T, tgt_vocab_size)``.
+    """
+    batch, s_len = src.shape
+    t_len = tgt.size(1)
+    everything = torch.ones(batch, 1, 1, s_len, dtype=torch.bool)  # WRONG: padding visible
+    no_causal = torch.ones(batch, 1, t_len, t_len, dtype=torch.bool)  # WRONG: the future visible
+    return model(src, tgt, src_mask=everything, tgt_mask=no_causal)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Probabilities of the model width instead of logits over the vocabulary
+# ---------------------------------------------------------------------------------------------
+class SoftmaxOverModelWidth(nn.Module):
+    """WRONG: ``softmax(Linear(d_model, d_model)(x))``: no projection to the vocabulary, and a softmax.
+
+    Correct: ``Linear(d_model, vocab_size)``, returning logits for ``F.cross_entropy``.
+
+    Shape:
+        x: ``(B, T, d_model)``; output: ``(B, T, d_model)`` probabilities.
+    """
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(d_model, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Project (to the wrong width) and normalise (too early)."""
+        return torch.softmax(self.linear(x), dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Heads that silently lose features
+# ---------------------------------------------------------------------------------------------
+class PerHeadModulesAttention(nn.Module):
+    """WRONG: ``d_head = d_model // num_heads`` without checking that it divides.
+
+    With ``d_model=512, num_heads=6`` each head gets 85 features and the concatenation is 510 wide;
+    the output layer ``Linear(num_heads * d_head, d_model)`` accepts it silently. Correct: refuse
+    (``MultiHeadAttention`` raises a ``ValueError``).
+
+    Shape:
+        query, key, value: ``(B, T, d_model)``; output: ``(B, T, d_model)``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int) -> None:
+        super().__init__()
+        d_head = d_model // num_heads  # WRONG: floor division loses d_model % num_heads features
+        self.heads = nn.ModuleList(BareAttention(d_model, d_head) for _ in range(num_heads))
+        self.linear = nn.Linear(num_heads * d_head, d_model)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor) -> Tensor:
+        """Run every head, concatenate, project."""
+        return self.linear(torch.cat([head(query, key, value) for head in self.heads], dim=-1))
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. The range of the sinusoids (a claim)
+# ---------------------------------------------------------------------------------------------
+CLAIMED_SINUSOID_RANGE = (0.0, 1.0)
+"""WRONG, from source 001. The range the sine and cosine codes are said to cover; they cover [-1, 1]."""
+
+
+# ---------------------------------------------------------------------------------------------
+# 9. A feed-forward sub-layer without residual connection and norm
+# ---------------------------------------------------------------------------------------------
+class EncoderLayerBareFeedForward(nn.Module):
+    """WRONG: residual + LayerNorm around the attention only; the feed-forward output is returned bare.
+
+    The layer says it is Post-LN (``norm_first = False``) like the paper, which wraps **both**
+    sub-layers: ``x = LN(x + Attn(x))`` then ``x = LN(x + FFN(x))``. Here the second line is
+    ``x = FFN(x)``. Correct: :class:`~.EncoderLayer`.
+
+    Shape:
+        x: ``(B, T, d_model)``; output: ``(B, T, d_model)``.
+    """
+
+    norm_first = False
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.norm1 = LayerNorm(d_model)
+        self.ff = FeedForward(d_model, d_ff)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Attention sub-layer done right, feed-forward sub-layer left bare."""
+        x = self.norm1(x + self.self_attn(x, x, x)[0])
+        return self.ff(x)  # WRONG: no residual connection, no norm
+
+
+class TransformerWithUnsetWidth(nn.Module):
+    """WRONG (the same source): uses ``self.d_model`` without ever setting it. Building it raises."""
+
+    def __init__(self, vocab_size: int, d_model: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.scale = math.sqrt(self.d_model)  # WRONG: AttributeError, d_model was never stored
+
+
+# ---------------------------------------------------------------------------------------------
+# 10. The paper's training recipe (claims)
+# ---------------------------------------------------------------------------------------------
+PAPER_TRAINING = {
+    "clip_norm": None,  # section 5 never mentions gradient clipping
+    "attention_dropout": 0.0,  # dropout is applied to sub-layer outputs and embedding sums only
+    "residual_dropout": 0.1,
+    "label_smoothing": 0.1,
+    "adam_betas": (0.9, 0.98),
+    "adam_eps": 1e-9,
+    "warmup_steps": 4000,
+    "batch_tokens_per_side": 25_000,  # "approximately 25000 source tokens and 25000 target tokens"
+}
+"""What Vaswani et al. (2017), section 5, state about training the base model."""
+
+SOURCE_004_TRAINING_CLAIMS = {
+    "clip_norm": 1.0,
+    "attention_dropout": 0.1,
+    "batch_tokens_per_side": 4096,
+}
+"""WRONG, from source 004. What it says the paper used."""
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. A positional table on a global device, wrapped in Variable
+# ---------------------------------------------------------------------------------------------
+DEVICE = torch.device("cpu")
+"""WRONG. A global that decides where tensors are created, instead of the module deciding."""
+
+
+class PositionalEncodingOnGlobalDevice(nn.Module):
+    """WRONG: the table is created on the global ``DEVICE`` and kept as a plain attribute.
+
+    ``model.to("cuda")`` then moves the weights but not the table, and the forward pass fails
+    with a device mismatch. ``Variable(..., requires_grad=False)`` does nothing (it is a no-op
+    since PyTorch 0.4). Correct: ``self.register_buffer("pe", table)``, as
+    :class:`~.PositionalEncoding` does.
+
+    Shape:
+        x: ``(B, T, d_model)``; output: ``(B, T, d_model)``.
+    """
+
+    def __init__(self, d_model: int, max_len: int = 64) -> None:
+        super().__init__()
+        self.pe = sinusoidal_table(max_len, d_model).to(DEVICE)  # WRONG: not a buffer
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Add the table (the Variable wrapper changes nothing)."""
+        return x + Variable(self.pe[: x.size(1)], requires_grad=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# 12. The cost of one RNN step (a claim)
+# ---------------------------------------------------------------------------------------------
+CLAIMED_RNN_STEP_EXPONENT = 1
+"""WRONG, from source 003. One RNN step is said to cost O(n) in the hidden size n."""
+
+
+def rnn_step(h: Tensor, x: Tensor, w_hh: Tensor, w_xh: Tensor, b: Tensor) -> Tensor:
+    """One step of a plain (Elman) RNN, correct: ``h' = tanh(h W_hh^T + x W_xh^T + b)``.
+
+    Shape:
+        h: ``(B, n)``; x: ``(B, n_in)``; w_hh: ``(n, n)``; w_xh: ``(n, n_in)``; b: ``(n,)``; output: ``(B, n)``.
+    """
+    return torch.tanh(h @ w_hh.T + x @ w_xh.T + b)
+
+
+def rnn_flops(hidden: int, steps: int = 1, input_size: int | None = None) -> int:
+    """Counted floating-point operations of ``steps`` RNN steps with ``hidden`` units (batch 1).
+
+    The input width defaults to ``hidden`` (a layer of a stacked RNN reads the layer below).
+    """
+    n_in = input_size or hidden
+    h, x = torch.zeros(1, hidden), torch.zeros(steps, 1, n_in)
+    w_hh, w_xh, b = torch.zeros(hidden, hidden), torch.zeros(hidden, n_in), torch.zeros(hidden)
+
+    def run() -> Tensor:
+        state = h
+        for t in range(steps):
+            state = rnn_step(state, x[t], w_hh, w_xh, b)
+        return state
+
+    return count_flops(run)

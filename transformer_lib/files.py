@@ -1,0 +1,33 @@
+"""Writing files atomically: a temporary file in the same folder, then one rename.
+
+Every file the package writes (checkpoints, training states, downloads) goes through
+:func:`~.atomic_write`, so a crash or an interrupted download never leaves a half-written file
+under the real name: readers see the old file or the new one, nothing in between.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None], suffix: str = ".tmp") -> Path:
+    """Call ``write(tmp)`` on a temporary path beside ``path``, then rename it to ``path``.
+
+    ``write`` must create the file at ``tmp`` (or fill the empty file there); if it raises, the
+    temporary file is removed and nothing is renamed, so a check inside ``write`` (a checksum, a
+    length) that raises leaves ``path`` untouched. The folder is created if needed. Returns ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=path.name + ".", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

@@ -1,0 +1,58 @@
+"""Scaled dot-product attention (缩放点积注意力), written out step by step.
+
+This is the reference implementation the book teaches. ``MultiHeadAttention`` calls PyTorch's
+fused ``F.scaled_dot_product_attention`` when the weights are not needed, and this function when
+they are; the tests prove the two equal.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..validation import check_mask, check_probability
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[Tensor, Tensor]:
+    """Compute ``softmax(Q K^T / sqrt(d_k)) V`` and return the output and the weights.
+
+    Masked positions (``mask == False``) get weight exactly 0. A query row whose keys are all
+    masked gets all-zero weights and a zero output (never NaN): the masked scores are filled with
+    the most negative finite number of the dtype (not a ``-1e9`` literal, which overflows in
+    float16), so the softmax stays finite, and the row is then zeroed.
+
+    Args:
+        query, key, value: the three inputs; leading dimensions (batch, heads) must broadcast.
+        mask: bool, ``True`` = may attend; broadcasts to ``(..., T_q, T_k)``.
+        dropout_p: dropout on the weights (pass 0.0 in evaluation).
+
+    Shape:
+        query: ``(..., T_q, d_k)``; key: ``(..., T_k, d_k)``; value: ``(..., T_k, d_v)``.
+        output: ``(..., T_q, d_v)``; weights: ``(..., T_q, T_k)``.
+    """
+    if query.size(-1) != key.size(-1):
+        raise ValueError(
+            f"query and key must have the same last dimension d_k, got {query.size(-1)} and {key.size(-1)}"
+        )
+    if key.size(-2) != value.size(-2):
+        raise ValueError(f"key and value must have the same length T_k, got {key.size(-2)} and {value.size(-2)}")
+    check_probability("dropout_p", dropout_p)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (..., T_q, T_k)
+    if mask is not None:
+        check_mask("mask", mask, tuple(scores.shape[:-2]) + tuple(scores.shape[-2:]))
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)  # (..., T_q, T_k)
+    if mask is not None:
+        weights = weights * mask  # zero the masked keys; fully masked rows become all zero
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ value, weights  # (..., T_q, d_v), (..., T_q, T_k)

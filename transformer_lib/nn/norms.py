@@ -1,0 +1,75 @@
+"""Layer normalisation (层归一化) and RMS normalisation (均方根归一化)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..validation import check_positive_int
+
+
+class LayerNorm(nn.Module):
+    """Normalise each vector over its features: ``(x - mean) / sqrt(var + eps) * weight + bias``.
+
+    The variance is the biased one (divide by ``d_model``, not ``d_model - 1``) and ``eps`` sits
+    inside the square root, exactly as ``nn.LayerNorm``. Statistics are per token, so the result
+    does not depend on the batch, on padding elsewhere in the batch, or on train/eval mode.
+
+    The computation is PyTorch's fused ``F.layer_norm`` (one kernel forward, one backward);
+    chapter 6 writes the formula and its gradient out by hand and proves them equal to it, and the
+    tests check this module against ``nn.LayerNorm`` and with ``gradcheck``.
+
+    Shape:
+        x: ``(..., d_model)``; output: same shape.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.d_model = check_positive_int("d_model", d_model)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalise over the last dimension."""
+        if x.size(-1) != self.d_model:
+            raise ValueError(f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}")
+        return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
+
+
+class RMSNorm(nn.Module):
+    """Scale each vector by the inverse of its root mean square: ``x / sqrt(mean(x^2) + eps) * weight``.
+
+    No centring and no bias (Zhang and Sennrich, 2019); equals ``nn.RMSNorm`` with the same ``eps``.
+
+    Shape:
+        x: ``(..., d_model)``; output: same shape.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.d_model = check_positive_int("d_model", d_model)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Normalise over the last dimension."""
+        if x.size(-1) != self.d_model:
+            raise ValueError(f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}")
+        mean_square = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
+        return x * torch.rsqrt(mean_square + self.eps) * self.weight
+
+
+NORMS: dict[str, type[LayerNorm] | type[RMSNorm]] = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
+"""The normalisations a layer can use, by the name ``TransformerConfig.norm`` gives them."""
+
+
+def make_norm(kind: str, d_model: int) -> LayerNorm | RMSNorm:
+    """A fresh ``LayerNorm`` (``kind="layernorm"``) or ``RMSNorm`` (``"rmsnorm"``) of width ``d_model``.
+
+    Each keeps its own default ``eps`` (1e-5 for LayerNorm as ``nn.LayerNorm``, 1e-6 for RMSNorm).
+    """
+    if kind not in NORMS:
+        raise ValueError(f"norm={kind!r} is not one of {list(NORMS)}")
+    return NORMS[kind](d_model)

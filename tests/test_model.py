@@ -7,7 +7,7 @@ import torch
 from helpers import randomize_
 from torch.testing import assert_close
 
-from transformer_lib import Transformer, padding_mask
+from transformer_lib import Transformer, padding_mask, target_mask
 from transformer_lib.book.checks import (
     check_causal,
     check_depends_on_input,
@@ -138,3 +138,42 @@ def test_pytorchs_transformer_with_the_mapped_weights_gives_our_logits(tiny_conf
     torch.testing.assert_close(pytorch[real], mine[real])
     with pytest.raises(ValueError, match="the paper's model only"):
         TorchTransformer(tiny_config(positional="rope"))
+
+
+def test_a_training_forward_with_padding_compiles_as_one_graph(tiny_config) -> None:
+    """torch.compile sees the whole forward: the input checks that read values step aside while it traces."""
+    import torch._dynamo
+
+    model = Transformer(tiny_config(dropout=0.1)).train()
+    src = torch.tensor([[3, 4, 5, 6, 0], [7, 8, 9, 0, 0]])  # padded
+    tgt = torch.tensor([[1, 3, 4, 5], [1, 7, 0, 0]])
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(model)(src, tgt)
+    assert explanation.graph_break_count == 0, [str(r.reason) for r in explanation.break_reasons]
+    assert explanation.graph_count == 1
+
+
+def test_an_unpadded_target_takes_the_causal_path_with_the_same_logits(tiny_model, monkeypatch) -> None:
+    """No padding in tgt: the decoder's self-attention asks the fused kernel for is_causal=True (no mask)."""
+    import torch.nn.functional as F
+
+    model = tiny_model()
+    src, tgt = torch.tensor([[3, 4, 5, 0], [6, 7, 8, 9]]), torch.tensor([[1, 3, 4, 5], [1, 6, 7, 8]])
+    calls: list[bool] = []
+    real = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("is_causal", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    with torch.no_grad():
+        fast = model(src, tgt)  # tgt_mask built inside: the causal path
+        explicit = model(src, tgt, tgt_mask=target_mask(tgt, model.config.pad_id))
+    assert calls.count(True) == model.config.num_decoder_layers  # one causal self-attention per layer
+    assert_close(fast, explicit)
+    padded = torch.tensor([[1, 3, 4, 0], [1, 6, 7, 8]])
+    calls.clear()
+    with torch.no_grad():
+        model(src, padded)
+    assert True not in calls, "a padded target needs its mask"

@@ -1,4 +1,5 @@
-"""Where a run happens: the profile switch (``TRANSFORMER_PROFILE``), never the ``CI`` variable."""
+"""Where a run happens: the profile switch (``TRANSFORMER_PROFILE``), never the ``CI`` variable; the mixed
+precision that ``amp="auto"`` picks for each kind of device (its capabilities given, not probed)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib.runtime import PROFILES, default_profile
+from transformer_lib.runtime import PROFILES, amp_for_device, cpu_flags, default_profile, resolve_amp
 
 PACKAGE = Path(__file__).resolve().parents[1] / "transformer_lib"
 
@@ -48,3 +49,42 @@ def test_the_package_never_reads_the_ci_variable() -> None:
             if isinstance(node, ast.Constant) and node.value == "CI":
                 readers.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert readers == []
+
+
+# ---------------------------------------------------------------------------------------------- amp="auto"
+
+
+@pytest.mark.parametrize(
+    ("capability", "expected"),
+    [((7, 0), "fp16"), ((7, 5), "fp16"), ((8, 0), "bf16"), ((8, 9), "bf16"), ((9, 0), "bf16")],
+    ids=["V100", "T4", "A100", "L4", "H100"],
+)
+def test_auto_amp_on_a_gpu_follows_its_compute_capability(capability: tuple[int, int], expected: str) -> None:
+    assert amp_for_device("cuda", cuda_capability=capability) == expected
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ({"avx2", "fma"}, "none"),
+        ({"avx512f", "avx512_bf16"}, "bf16"),
+        ({"amx_bf16", "amx_tile"}, "bf16"),
+        (set(), "none"),
+    ],
+)
+def test_auto_amp_on_a_cpu_needs_native_bfloat16(flags: set[str], expected: str) -> None:
+    assert amp_for_device("cpu", cpu_flags=flags) == expected
+
+
+def test_auto_amp_elsewhere_and_bad_input() -> None:
+    assert amp_for_device("mps") == "none"
+    with pytest.raises(ValueError, match="cuda_capability"):
+        amp_for_device("cuda")
+    with pytest.raises(ValueError, match="amp='fp8' is not one of"):
+        resolve_amp("fp8", torch.device("cpu"))
+
+
+def test_resolve_amp_keeps_an_explicit_choice_and_reads_this_cpu_for_auto() -> None:
+    cpu = torch.device("cpu")
+    assert [resolve_amp(a, cpu) for a in ("none", "bf16", "fp16")] == ["none", "bf16", "fp16"]
+    assert resolve_amp("auto", cpu) == amp_for_device("cpu", cpu_flags=cpu_flags())

@@ -12,11 +12,13 @@ import torch.nn.functional as F
 from transformer_lib import Transformer, TransformerConfig, noam_rate
 from transformer_lib.data.batching import Batch, make_batch, token_batches
 from transformer_lib.reference import TorchTransformer, torch_state_dict
+from transformer_lib.runtime import resolve_amp
 from transformer_lib.tasks.copy import copy_batch
 from transformer_lib.training import (
     TrainConfig,
     TrainResult,
     evaluate_loss,
+    linear_decay_rate,
     sequence_loss,
     train,
     train_state_path,
@@ -421,3 +423,35 @@ def test_cross_entropy_matches_functional_reference():
     target = torch.randint(1, 9, (3, 5))
     expected = F.cross_entropy(logits.reshape(-1, 9), target.reshape(-1), label_smoothing=0.2)
     assert sequence_loss(logits, target, 0, 0.2).item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_a_few_bfloat16_steps_on_the_cpu():
+    """amp="bf16": autocast runs the products in bfloat16; weights, gradients and Adam stay in float32."""
+    model = small_model(0)
+    result = train(model, epoch_data(3), quiet(max_steps=3, warmup_steps=2, lr=2e-3, amp="bf16"))
+    assert result.amp == "bf16" and result.steps == 3
+    assert all(math.isfinite(h["loss"]) for h in result.history)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    full = train(small_model(0), epoch_data(3), quiet(max_steps=3, warmup_steps=2, lr=2e-3))
+    assert result.history[0]["loss"] == pytest.approx(full.history[0]["loss"], rel=2e-2)  # rounding only
+    assert result.history[0]["loss"] != full.history[0]["loss"]  # bfloat16 did run
+
+
+def test_auto_amp_is_resolved_for_the_device_and_recorded():
+    result = train(small_model(0), epoch_data(1), quiet(max_steps=1, warmup_steps=1, amp="auto"))
+    assert result.amp in ("none", "bf16")  # a CPU: never fp16 (which needs CUDA)
+    assert result.amp == resolve_amp("auto", torch.device("cpu"))
+
+
+def test_the_linear_schedule_rises_then_falls_to_almost_zero_at_max_steps():
+    result = train(small_model(0), epoch_data(3), quiet(max_steps=8, warmup_steps=3, lr=1e-3, schedule="linear"))
+    used = [h["lr"] for h in result.history]
+    expected = [linear_decay_rate(s, 1e-3, 3, 8) for s in range(1, 9)]
+    assert used == pytest.approx(expected)
+    assert used[2] == pytest.approx(1e-3)
+    assert used[:3] == sorted(used[:3]) and used[2:] == sorted(used[2:], reverse=True)
+    assert used[-1] == pytest.approx(1e-3 / 6) and linear_decay_rate(9, 1e-3, 3, 8) == 0.0
+    with pytest.raises(ValueError, match="needs max_steps > warmup_steps"):
+        TrainConfig(max_epochs=3, schedule="linear")
+    with pytest.raises(ValueError, match="schedule='cosine' is not one of"):
+        TrainConfig(max_steps=3, schedule="cosine")

@@ -43,10 +43,12 @@ def smoke(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[
     """``translate`` with ``TRANSFORMER_PROFILE=smoke`` (as ``make test`` sets it), run once for the whole module."""
     checkpoint = tmp_path_factory.mktemp("smoke") / "translation.safetensors"
     command = [sys.executable, "-m", "transformer_lib", "translate", "--data-dir", str(multi30k_dir)]
+    results = checkpoint.with_name("results.json")
     command += ["--device", "cpu", "--seed", "0", "--max-steps", str(SMOKE_STEPS), "--save", str(checkpoint)]
+    command += ["--results", str(results)]
     done = subprocess.run(command, cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return {"stdout": done.stdout, "stderr": done.stderr, "checkpoint": checkpoint}
+    return {"stdout": done.stdout, "stderr": done.stderr, "checkpoint": checkpoint, "results": results}
 
 
 def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -80,6 +82,15 @@ def test_smoke_translate_prints_its_results_as_json_on_the_last_line(smoke: dict
     losses = [row["val_loss"] for row in result["val_history"]]
     assert len(losses) >= 2 and losses[-1] < losses[0] < torch.log(torch.tensor(1000.0)).item()
     assert "step" in smoke["stderr"], "the training progress bar belongs on stderr"
+
+
+def test_results_file_holds_the_printed_results_and_where_they_come_from(smoke: dict[str, Any]) -> None:
+    record = json.loads(smoke["results"].read_text(encoding="utf-8"))
+    assert record["results"] == json.loads(smoke["stdout"].strip().splitlines()[-1])
+    assert record["machine"]["torch"] == torch.__version__ and record["machine"]["logical_cpus"] >= 1
+    assert record["date"].startswith("20") and record["date"].endswith("+00:00")
+    assert record["commit"] is None or len(record["commit"].split("+")[0]) == 40  # a clone: the commit's sha
+    assert record["results"]["amp"] in ("none", "bf16")
 
 
 def test_smoke_checkpoint_holds_the_tokenizer_and_the_task(smoke: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ from .data.tokenizer import BPETokenizer
 from .model import Transformer
 from .runtime import DEVICES, PROFILES, default_profile, pick_device
 from .tasks.copy import CopyTaskSettings, run_copy_task
-from .tasks.translation import TASK, run_translation, translate, translation_profile
+from .tasks.translation import TASK, run_translation, translate, translation_profile, write_translation_results
 from .training.distributed import cleanup, init_distributed, is_main_process
 
 PROG = "python -m transformer_lib"
@@ -113,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="train exactly N optimizer steps, instead of the profile's time budget",
     )
+    translate.add_argument(
+        "--results",
+        metavar="PATH",
+        help="also write the results, with the machine, the git commit and the date, to this JSON file",
+    )
     common(translate)
 
     text = sub.add_parser(
@@ -188,6 +193,8 @@ def _run_translate(args: argparse.Namespace) -> int:
         )
     except Multi30kError as error:
         raise CLIError(f"the Multi30k data set is not available: {error}") from None
+    if args.results and is_main_process():
+        write_translation_results(args.results, result, device)
     _print_json(result)
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from .config import TransformerConfig
@@ -80,23 +81,32 @@ class Transformer(nn.Module):
         attended (``decode`` cannot see the source ids; ``forward`` passes the right mask).
         With a ``cache`` (see :func:`~.greedy_decode`), ``tgt`` holds only
         the new positions and ``tgt_mask`` should be ``None``: each new position then attends to
-        every cached position and to the new ones up to itself.
+        every cached position and to the new ones up to itself. Without a cache or a mask, a target
+        with no padding takes the fused kernel's causal path (``is_causal``, no mask tensor).
         """
         check_token_ids("tgt", tgt, self.config.tgt_vocab_size)
         if tgt.dim() != 2:
             raise ValueError(f"tgt must be a (B, T) tensor of token ids, got shape {tuple(tgt.shape)}")
-        offset = 0
+        offset, is_causal = 0, False
         if cache is not None:
             offset = cache[0][0].length if cache else 0
             if tgt_mask is None and tgt.size(1) > 1:  # several new positions: causal among themselves
                 tgt_mask = causal_mask(offset + tgt.size(1), tgt.device)[offset:]  # (T, offset + T)
+        elif tgt_mask is None and self._unpadded(tgt):
+            is_causal = True  # the causal mask alone: the fused kernel needs no mask tensor
         elif tgt_mask is None:
             tgt_mask = target_mask(tgt, self.config.pad_id)  # (B, 1, T, T)
         batch, length = tgt.shape
         check_mask("tgt_mask", tgt_mask, (batch, self.config.num_heads, length, offset + length))
         check_mask("src_mask", src_mask, (batch, self.config.num_heads, length, memory.size(1)))
         x = self.positional(self.tgt_embed(tgt), offset)  # (B, T, d_model)
-        return self.generator(self.decoder(x, memory, tgt_mask, src_mask, cache))  # (B, T, vocab)
+        return self.generator(self.decoder(x, memory, tgt_mask, src_mask, cache, is_causal))  # (B, T, vocab)
+
+    def _unpadded(self, tokens: Tensor) -> bool:
+        """Whether no position of ``tokens`` is padding (always ``False`` while ``torch.compile`` traces:
+        the answer depends on the values, which would split the graph).
+        """
+        return not torch.compiler.is_compiling() and not bool((tokens == self.config.pad_id).any())
 
     def forward(
         self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import torch
@@ -73,3 +73,86 @@ def torch_threads(threads: int | None) -> Iterator[int]:
     finally:
         torch.set_num_threads(previous)
 
+
+AMP_CHOICES = ("auto", "none", "bf16", "fp16")
+BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # /proc/cpuinfo flags of native bfloat16 arithmetic
+
+
+def amp_for_device(
+    device_type: str, cuda_capability: tuple[int, int] | None = None, cpu_flags: Iterable[str] = ()
+) -> str:
+    """The mixed precision that pays on a device, from what the device can do (given, not probed).
+
+    * ``"cuda"``: ``"bf16"`` from compute capability 8.0 (Ampere: A100, RTX 30xx, and later), whose
+      tensor cores multiply bfloat16; ``"fp16"`` before it (V100 7.0, T4 7.5: float16 tensor cores,
+      no fast bfloat16), which trains with a gradient scaler;
+    * ``"cpu"``: ``"bf16"`` when the CPU has native bfloat16 instructions (the ``avx512_bf16`` or
+      ``amx_bf16`` flag), else ``"none"``: emulated bfloat16 is slower than float32;
+    * anything else (Apple's ``"mps"``): ``"none"``.
+    """
+    if device_type == "cuda":
+        if cuda_capability is None:
+            raise ValueError("device_type='cuda' needs cuda_capability=(major, minor)")
+        return "bf16" if tuple(cuda_capability) >= (8, 0) else "fp16"
+    if device_type == "cpu":
+        return "bf16" if BF16_CPU_FLAGS & set(cpu_flags) else "none"
+    return "none"
+
+
+def cpu_flags() -> frozenset[str]:
+    """The instruction-set flags of this machine's CPU (``/proc/cpuinfo``; empty where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            line = next((line for line in info if line.startswith("flags")), "")
+    except OSError:
+        return frozenset()
+    return frozenset(line.partition(":")[2].split())
+
+
+def resolve_amp(amp: str, device: torch.device) -> str:
+    """``amp`` itself, or for ``"auto"`` :func:`amp_for_device` of ``device`` as this machine reports it."""
+    if amp not in AMP_CHOICES:
+        raise ValueError(f"amp={amp!r} is not one of {list(AMP_CHOICES)}")
+    if amp != "auto":
+        return amp
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    return amp_for_device(device.type, capability, cpu_flags() if device.type == "cpu" else ())
+
+
+def describe_machine(device: torch.device | None = None) -> dict[str, object]:
+    """Where a result was measured: CPU, logical CPUs, GPU, platform, Python and PyTorch versions."""
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(device) if device is not None and device.type == "cuda" else None
+    return {
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "gpu": gpu,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+
+
+def source_commit(folder: str | os.PathLike[str] = ".") -> str | None:
+    """The git commit of the code that ran (``"<sha>+changes"`` with uncommitted changes; ``None`` outside git)."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=10)
+        if done.returncode != 0:
+            raise OSError(done.stderr)
+        return done.stdout.strip()
+
+    try:
+        sha = git("rev-parse", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("+changes" if changed else "")

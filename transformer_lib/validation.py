@@ -42,6 +42,9 @@ def check_divisible(d_model: int, num_heads: int) -> int:
 def check_token_ids(name: str, tokens: object, vocab_size: int) -> Tensor:
     """Check that ``tokens`` is an integer tensor of ids in ``[0, vocab_size)``.
 
+    The range of the values is not checked while ``torch.compile`` traces a model (it would need
+    the values, and end the graph there); the type is.
+
     Shape:
         tokens: ``(B, T)`` (any shape is accepted; the book always uses ``(B, T)``).
     """
@@ -52,7 +55,8 @@ def check_token_ids(name: str, tokens: object, vocab_size: int) -> Tensor:
             f"{name} must hold integer token ids (torch.long), got dtype {tokens.dtype}; "
             f"floats are not token ids (did you pass embeddings instead of ids?)"
         )
-    if tokens.numel() > 0:
+    # Reading the ids' values would split a compiled graph (torch.compile): the eager calls check them.
+    if tokens.numel() > 0 and not torch.compiler.is_compiling():
         low, high = int(tokens.min()), int(tokens.max())
         if low < 0 or high >= vocab_size:
             raise ValueError(

@@ -157,12 +157,16 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         cache: tuple[KVCache, KVCache] | None = None,
+        is_causal: bool = False,
     ) -> Tensor:
-        """Run the three sub-layers; ``cache`` = (self-attention cache, cross-attention cache)."""
+        """Run the three sub-layers; ``cache`` = (self-attention cache, cross-attention cache).
+
+        ``is_causal=True`` (with ``tgt_mask=None``) makes the self-attention causal without a mask tensor.
+        """
         self_cache, cross_cache = cache if cache is not None else (None, None)
 
         def self_block(h: Tensor) -> Tensor:
-            return self.dropout1(self.self_attn(h, h, h, tgt_mask, cache=self_cache)[0])
+            return self.dropout1(self.self_attn(h, h, h, tgt_mask, cache=self_cache, is_causal=is_causal)[0])
 
         def cross_block(h: Tensor) -> Tensor:
             return self.dropout2(self.cross_attn(h, memory, memory, memory_mask, cache=cross_cache)[0])
@@ -258,8 +262,9 @@ class Decoder(nn.Module):
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         cache: list[tuple[KVCache, KVCache]] | None = None,
+        is_causal: bool = False,
     ) -> Tensor:
         """Run every layer in turn; ``cache`` holds one (self, cross) pair per layer."""
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache[i])
+            x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache[i], is_causal)
         return x if self.norm is None else self.norm(x)

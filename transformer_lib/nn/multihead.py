@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from ..validation import check_divisible, check_mask, check_positive_int, check_probability
 from .attention import scaled_dot_product_attention
+from .masks import causal_mask
 from .positional import RotaryEmbedding
 
 
@@ -175,6 +176,7 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes.
 
@@ -182,6 +184,10 @@ class MultiHeadAttention(nn.Module):
         keys and values, a static cache is filled on first use and then reused (``key`` and
         ``value`` are ignored once it is full). With ``rotary``, the new positions are numbered
         from the growing cache's length (0 without a cache).
+
+        ``is_causal=True`` (no ``mask``, as many keys as queries) means the causal mask: position
+        ``t`` attends to ``0..t``. PyTorch's fused kernel then skips the masked half of the scores
+        instead of reading a mask (``F.scaled_dot_product_attention(is_causal=True)``).
         """
         if query.dim() != 3 or query.size(-1) != self.d_model:
             raise ValueError(f"query must have shape (B, T_q, d_model={self.d_model}), got {tuple(query.shape)}")
@@ -215,6 +221,14 @@ class MultiHeadAttention(nn.Module):
         assert v is not None
         batch, t_q = query.shape[:2]
         check_mask("mask", mask, (batch, self.num_heads, t_q, k.size(-2)))
+        if is_causal:
+            if mask is not None or k.size(-2) != t_q:
+                raise ValueError(
+                    "is_causal=True takes no mask and as many keys as queries (no cached earlier positions); "
+                    f"got mask={'a tensor' if mask is not None else None}, {t_q} queries and {k.size(-2)} keys"
+                )
+            if need_weights:  # the reference path wants the mask itself
+                mask, is_causal = causal_mask(t_q, q.device), False
         dropout_p = self.dropout if self.training else 0.0
         weights: Tensor | None = None
         gqa = self.groups > 1
@@ -223,12 +237,12 @@ class MultiHeadAttention(nn.Module):
                 k = k.repeat_interleave(self.groups, dim=1)  # (B, H_kv, T_k, d_k) -> (B, H, T_k, d_k)
                 v = v.repeat_interleave(self.groups, dim=1)  # (B, H_kv, T_k, d_k) -> (B, H, T_k, d_k)
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)  # (B, H, T_q, d_k)
-        elif mask is None or q.device.type == "cpu":
+        elif mask is None or q.device.type == "cpu":  # (is_causal comes here: it has no mask)
             # On the CPU, PyTorch (>= 2.5) already gives a fully masked query row a zero output and
             # finite gradients (the tests check it), so the mask goes in as it is. With enable_gqa,
             # PyTorch shares each key/value head among its group of query heads without copying it.
             out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa
+                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, enable_gqa=gqa
             )  # (B, H, T_q, d_k)
         else:
             out = guarded_attention(q, k, v, mask, dropout_p, enable_gqa=gqa)  # (B, H, T_q, d_k)

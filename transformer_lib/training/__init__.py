@@ -13,20 +13,23 @@ it; the tasks and the command line build on it. Its modules:
 * :mod:`~transformer_lib.training.distributed`: ``torchrun`` and ``torch.distributed``.
 """
 
-from .config import AMP_MODES, TrainConfig, TrainResult
+from .config import AMP_MODES, SCHEDULES, TrainConfig, TrainResult
 from .loop import TrainData, train
 from .loss import BatchForward, batch_logits, evaluate_loss, sequence_loss
-from .schedule import noam_rate, noam_schedule
+from .schedule import linear_decay_rate, linear_decay_schedule, noam_rate, noam_schedule
 from .state import train_state_path
 
 __all__ = [
     "AMP_MODES",
+    "SCHEDULES",
     "BatchForward",
     "TrainConfig",
     "TrainData",
     "TrainResult",
     "batch_logits",
     "evaluate_loss",
+    "linear_decay_rate",
+    "linear_decay_schedule",
     "noam_rate",
     "noam_schedule",
     "sequence_loss",

@@ -7,17 +7,20 @@ from dataclasses import dataclass, field
 
 from ..validation import check_positive_int, check_probability
 
-AMP_MODES = ("none", "bf16", "fp16")
+AMP_MODES = ("auto", "none", "bf16", "fp16")
+SCHEDULES = ("noam", "linear")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything :func:`~.train` needs besides the model and the data.
 
-    Learning rate: ``lr`` is the **peak** rate, reached after ``warmup_steps`` optimizer steps,
-    with the paper's shape (linear rise, then decay as ``step**-0.5``). It is the Noam schedule
-    with ``factor = lr * sqrt(d_model * warmup_steps)``; the paper's setting (``factor=1``,
-    ``d_model=512``, ``warmup_steps=4000``) is ``lr = 512**-0.5 * 4000**-0.5 = 7.0e-4``.
+    Learning rate: ``lr`` is the **peak** rate, reached after ``warmup_steps`` optimizer steps.
+    With ``schedule="noam"`` it has the paper's shape (linear rise, then decay as ``step**-0.5``):
+    the Noam schedule with ``factor = lr * sqrt(d_model * warmup_steps)``; the paper's setting
+    (``factor=1``, ``d_model=512``, ``warmup_steps=4000``) is ``lr = 512**-0.5 * 4000**-0.5 = 7.0e-4``.
+    With ``schedule="linear"`` it falls linearly after the warm-up to almost zero at ``max_steps``
+    (:func:`~.linear_decay_rate`).
 
     Attributes:
         max_steps: stop after this many optimizer steps (``None``: no limit).
@@ -25,12 +28,15 @@ class TrainConfig:
             At least one of the two must be set.
         lr: peak learning rate (see above).
         warmup_steps: optimizer steps of linear warm-up.
+        schedule: ``"noam"`` (the paper's) or ``"linear"`` (decay to zero at ``max_steps``, which it needs).
         label_smoothing: ``epsilon_ls`` of ``F.cross_entropy`` (the paper: 0.1).
         grad_accum: batches whose gradients are summed before each optimizer step (per process:
             under ``torchrun`` one step sees ``world_size * grad_accum`` batches in all).
         clip_norm: clip the global gradient norm to this value (``None``: off, as in the paper).
-        amp: ``"none"`` (float32), ``"bf16"`` (autocast to bfloat16 on CUDA or CPU) or ``"fp16"``
-            (autocast to float16 with a ``GradScaler``; CUDA only).
+        amp: ``"none"`` (float32), ``"bf16"`` (autocast to bfloat16 on CUDA or CPU), ``"fp16"``
+            (autocast to float16 with a ``GradScaler``; CUDA only), or ``"auto"``: what pays on the
+            device (:func:`~.amp_for_device`: bf16 on Ampere and later GPUs and on CPUs with native
+            bfloat16, fp16 on older GPUs such as the T4, none otherwise).
         adam_betas, adam_eps: Adam's hyper-parameters (the paper: ``(0.9, 0.98)``, ``1e-9``).
         eval_every: evaluate every this many optimizer steps; ``None``: at the end of every epoch.
             Training always ends with an evaluation when ``evaluate`` is given.
@@ -54,6 +60,7 @@ class TrainConfig:
     max_epochs: int | None = None
     lr: float = 7e-4
     warmup_steps: int = 4000
+    schedule: str = "noam"
     label_smoothing: float = 0.1
     grad_accum: int = 1
     clip_norm: float | None = None
@@ -84,6 +91,13 @@ class TrainConfig:
         check_probability("label_smoothing", self.label_smoothing)
         if self.clip_norm is not None and not self.clip_norm > 0:
             raise ValueError(f"clip_norm must be positive or None, got clip_norm={self.clip_norm!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r} is not one of {list(SCHEDULES)}")
+        if self.schedule == "linear" and (self.max_steps is None or self.warmup_steps >= self.max_steps):
+            raise ValueError(
+                f"schedule='linear' decays to zero at max_steps, so it needs max_steps > warmup_steps; "
+                f"got max_steps={self.max_steps}, warmup_steps={self.warmup_steps}"
+            )
         if self.amp not in AMP_MODES:
             raise ValueError(f"amp={self.amp!r} is not one of {list(AMP_MODES)}")
         if self.mode not in ("max", "min"):
@@ -121,6 +135,7 @@ class TrainResult:
         best_metric, best_step: best value of ``monitor`` seen and its step (``None`` without one).
         world_size: processes that trained together (1 without ``torchrun``); losses and
             ``tokens_per_s`` in ``history`` are over all of them.
+        amp: the mixed precision the run used (``"auto"`` resolved: ``"none"``, ``"bf16"`` or ``"fp16"``).
     """
 
     history: list[dict[str, float]] = field(default_factory=list)
@@ -133,6 +148,7 @@ class TrainResult:
     best_metric: float | None = None
     best_step: int | None = None
     world_size: int = 1
+    amp: str = "none"
 
     @property
     def final_loss(self) -> float:

@@ -58,11 +58,11 @@ from tqdm.auto import tqdm
 from ..checkpoint import save_checkpoint
 from ..data.batching import Batch
 from ..model import Transformer
-from ..runtime import set_seed
+from ..runtime import resolve_amp, set_seed
 from .config import TrainConfig, TrainResult
 from .distributed import all_gather_object, barrier, broadcast_object, is_distributed, shard_batches
 from .loss import BatchForward, batch_logits
-from .schedule import noam_schedule
+from .schedule import linear_decay_schedule, noam_schedule
 from .state import load_training_state, rng_state, save_training_state
 from .step import autocast_context, optimizer_step, wrap_for_ranks
 
@@ -137,7 +137,9 @@ def train(
     return run.result
 
 
-def _check_arguments(model: nn.Module, config: TrainConfig, evaluate: Evaluate | None, device: torch.device) -> None:
+def _check_arguments(
+    model: nn.Module, config: TrainConfig, evaluate: Evaluate | None, device: torch.device, amp: str
+) -> None:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch nn.Module, got {type(model).__name__}")
     if not isinstance(config, TrainConfig):
@@ -152,12 +154,12 @@ def _check_arguments(model: nn.Module, config: TrainConfig, evaluate: Evaluate |
             f"checkpoint_path and best_checkpoint_path need a transformer_lib.Transformer (its checkpoint stores "
             f"its config), got {type(model).__name__}"
         )
-    if config.amp == "fp16" and device.type != "cuda":
+    if amp == "fp16" and device.type != "cuda":
         raise ValueError(
             f"amp='fp16' needs a CUDA device (it uses a GradScaler); got device={str(device)!r}. "
             f"Use amp='bf16' or amp='none' on {device.type}"
         )
-    if config.amp == "bf16" and device.type not in ("cuda", "cpu"):
+    if amp == "bf16" and device.type not in ("cuda", "cpu"):
         raise ValueError(f"amp='bf16' is supported on cuda and cpu, got device={str(device)!r}")
 
 
@@ -188,7 +190,8 @@ class _Run:
         metadata: dict[str, Any] | None,
         forward: BatchForward,
     ) -> None:
-        _check_arguments(model, config, evaluate, device)
+        self.amp = resolve_amp(config.amp, device)  # "auto": what pays on this device
+        _check_arguments(model, config, evaluate, device, self.amp)
         self.metadata = dict(metadata or {})
         try:
             json.dumps(self.metadata)
@@ -201,11 +204,14 @@ class _Run:
         self.model, self.config, self.device, self.evaluate, self.forward = model, config, device, evaluate, forward
         model.to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
-        d_model = _d_model(model)
-        scheduler = noam_schedule(optimizer, d_model, config.warmup_steps, config.noam_factor(d_model))
-        scaler = torch.amp.GradScaler("cuda") if config.amp == "fp16" else None
+        if config.schedule == "linear":
+            scheduler = linear_decay_schedule(optimizer, config.lr, config.warmup_steps, config.max_steps)
+        else:
+            d_model = _d_model(model)
+            scheduler = noam_schedule(optimizer, d_model, config.warmup_steps, config.noam_factor(d_model))
+        scaler = torch.amp.GradScaler("cuda") if self.amp == "fp16" else None
         self.parts: dict[str, Any] = {"optimizer": optimizer, "scheduler": scheduler, "scaler": scaler}
-        self.result = TrainResult(world_size=self.world)
+        self.result = TrainResult(world_size=self.world, amp=self.amp)
         self.loop: dict[str, Any] = {
             "step": 0, "epoch": 0, "batch_in_epoch": 0, "bad_evals": 0, "last_eval_step": -1, "world_size": self.world
         }  # fmt: skip
@@ -224,6 +230,7 @@ class _Run:
             self.loop = {**loop, "world_size": self.world}
             self.result = TrainResult(**self.loop.pop("result"))
             self.result.stop_reason, self.result.stopped_early = "", False  # this call's config decides when to stop
+            self.result.amp = self.amp
         else:
             set_seed(self.config.seed + self.rank)  # rank 0 (and a single process): config.seed
         if self.distributed:
@@ -237,7 +244,7 @@ class _Run:
             dynamic_ncols=True,
             disable=disabled or self.rank != 0,
         )
-        self.autocast = autocast_context(self.config.amp, self.device)
+        self.autocast = autocast_context(self.amp, self.device)
         self.model.train()
 
     def finished(self) -> bool:

@@ -1,4 +1,9 @@
-"""The learning-rate schedule of the paper (the "Noam" schedule)."""
+"""Learning-rate schedules: the paper's ("Noam": warm-up, then decay as ``step**-0.5``) and a linear decay.
+
+Both rise linearly for ``warmup_steps`` to a peak. The Noam schedule then decays slowly and never
+reaches zero, which suits training with no known end; the linear schedule falls in a straight line
+to (almost) zero at the last of a known number of steps, a common choice for a fixed step budget.
+"""
 
 from __future__ import annotations
 
@@ -33,4 +38,31 @@ def noam_schedule(optimizer: Optimizer, d_model: int, warmup_steps: int, factor:
         if not base > 0:
             raise ValueError(f"optimizer lr must be positive for noam_schedule, got lr={base}")
         lambdas.append(lambda s, base=base: noam_rate(s + 1, d_model, warmup_steps, factor) / base)
+    return LambdaLR(optimizer, lambdas)
+
+
+def linear_decay_rate(step: int, peak: float, warmup_steps: int, total_steps: int) -> float:
+    """Learning rate at optimizer step ``step >= 1``: linear warm-up to ``peak``, then linear decay.
+
+    Steps ``1..warmup_steps`` rise as ``peak * step / warmup_steps``; the later steps fall as
+    ``peak * (total + 1 - step) / (total + 1 - warmup)``, so that the last step, ``total_steps``,
+    still moves the weights (by ``peak / (total + 1 - warmup)``) and the rate would reach zero one
+    step later.
+    """
+    step = max(step, 1)
+    if step <= warmup_steps:
+        return peak * step / warmup_steps
+    return peak * max(total_steps + 1 - step, 0) / (total_steps + 1 - warmup_steps)
+
+
+def linear_decay_schedule(optimizer: Optimizer, peak: float, warmup_steps: int, total_steps: int) -> LambdaLR:
+    """A ``LambdaLR`` under which optimizer step ``s`` (from 1) uses :func:`linear_decay_rate`."""
+    check_positive_int("warmup_steps", warmup_steps)
+    check_positive_int("total_steps", total_steps)
+    if warmup_steps >= total_steps:
+        raise ValueError(f"warmup_steps={warmup_steps} must be smaller than total_steps={total_steps}")
+    lambdas = [
+        lambda s, base=group["lr"]: linear_decay_rate(s + 1, peak, warmup_steps, total_steps) / base
+        for group in optimizer.param_groups
+    ]
     return LambdaLR(optimizer, lambdas)

@@ -40,7 +40,7 @@ from .data import (
 )
 from .pipeline import run_translation
 from .profiles import TRANSLATION_PROFILES, TranslationProfile, translation_profile
-from .results import save_translation, translation_summary
+from .results import save_translation, translation_summary, write_translation_results
 from .score import TranslationEvaluation, evaluate_translation, translate
 from .train import TranslationRun, train_translation
 
@@ -63,4 +63,5 @@ __all__ = [
     "translate",
     "translation_profile",
     "translation_summary",
+    "write_translation_results",
 ]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...checkpoint import save_checkpoint
+from ...files import atomic_write
+from ...runtime import describe_machine, source_commit
 from .data import SOURCE_LANGUAGE, TARGET_LANGUAGE, TASK
 
 if TYPE_CHECKING:  # types only: the modules of training and scoring import this one
@@ -41,6 +45,7 @@ def translation_summary(
             "seed": run.seed,
             "threads": run.threads,
             "world_size": run.world_size,
+            "amp": run.result.amp,
             "stop_reason": run.stop_reason,
             "tokens_per_s": round(run.tokens_per_s, 1),
             "steps_per_epoch": run.steps_per_epoch,
@@ -95,3 +100,20 @@ def save_translation(
     )
     run.checkpoint = written
     return written
+
+
+def write_translation_results(path: str | Path, summary: dict[str, Any], device: Any = None) -> Path:
+    """Write a run's ``summary`` with where and when it was measured, as JSON, atomically.
+
+    The file holds ``{"results": summary, "machine": ..., "commit": ..., "date": ...}``: the machine
+    from :func:`~.describe_machine`, the git commit of the package's code (with ``+changes`` when it
+    had uncommitted changes; ``None`` outside a clone) and the UTC time the file was written.
+    """
+    record = {
+        "results": summary,
+        "machine": describe_machine(device),
+        "commit": source_commit(Path(__file__).parent),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

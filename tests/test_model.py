@@ -67,7 +67,7 @@ def test_encode_then_decode_equals_forward(tiny_model) -> None:
 def test_outputs_are_logits(tiny_model) -> None:
     model = tiny_model()
     logits = model(ids(2, 6, 11), ids(2, 5, 13, seed=1))
-    check_outputs_are_logits(logits, vocab_size=13)  # width 13, some negative, rows not summing to 1
+    check_outputs_are_logits(logits, vocab_size=13)  # width 13, not probabilities, not log-probabilities
     assert max_diff(logits.log_softmax(-1), logits) > 1e-3  # not log-probabilities either
 
 
@@ -177,3 +177,17 @@ def test_an_unpadded_target_takes_the_causal_path_with_the_same_logits(tiny_mode
     with torch.no_grad():
         model(src, padded)
     assert True not in calls, "a padded target needs its mask"
+
+
+def test_the_model_runs_on_the_meta_device_to_count_flops(tiny_config) -> None:
+    """Shapes without values: the value checks step aside, so FLOPs can be counted without computing anything."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"):
+        model = Transformer(tiny_config())
+        src, tgt = torch.zeros(3, 5, dtype=torch.long), torch.zeros(3, 4, dtype=torch.long)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        logits = model(src, tgt)
+    assert logits.shape == (3, 4, tiny_config().tgt_vocab_size) and logits.is_meta
+    assert counter.get_total_flops() > 0

@@ -106,7 +106,9 @@ class Transformer(nn.Module):
         """Whether no position of ``tokens`` is padding (always ``False`` while ``torch.compile`` traces:
         the answer depends on the values, which would split the graph).
         """
-        return not torch.compiler.is_compiling() and not bool((tokens == self.config.pad_id).any())
+        if torch.compiler.is_compiling() or tokens.is_meta:
+            return False
+        return not bool((tokens == self.config.pad_id).any())
 
     def forward(
         self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None

@@ -56,7 +56,8 @@ def check_token_ids(name: str, tokens: object, vocab_size: int) -> Tensor:
             f"floats are not token ids (did you pass embeddings instead of ids?)"
         )
     # Reading the ids' values would split a compiled graph (torch.compile): the eager calls check them.
-    if tokens.numel() > 0 and not torch.compiler.is_compiling():
+    # Meta tensors (shapes without values, e.g. for counting FLOPs) have no values to check.
+    if tokens.numel() > 0 and not tokens.is_meta and not torch.compiler.is_compiling():
         low, high = int(tokens.min()), int(tokens.max())
         if low < 0 or high >= vocab_size:
             raise ValueError(

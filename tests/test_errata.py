@@ -1,6 +1,6 @@
 """The errata: every deliberately wrong version fails its check, and the library passes the same check.
 
-The wrong versions live in ``transformer_lib/errata.py`` and the checks in ``transformer_lib/checks.py``;
+The wrong versions live in ``transformer_lib/book/errata`` and the checks in ``transformer_lib/book/checks``;
 ``chapters/14_errata.ipynb`` runs the same pairs. If a check stops catching its error, or the library
 stops passing it, a test here fails, so the errata chapter cannot silently go out of date.
 """
@@ -8,6 +8,7 @@ stops passing it, a test here fails, so the errata chapter cannot silently go ou
 from __future__ import annotations
 
 import gzip
+import warnings
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,14 @@ def test_every_item_names_an_existing_check() -> None:
     assert len({key for key, *_ in errata.ITEMS}) == 19
     for _, _, _, check in errata.ITEMS:
         assert callable(getattr(checks, check))
+    # the sources are named as in the book
+    assert {source for _, source, _, _ in errata.ITEMS} == {
+        "source 000",
+        "source 001",
+        "source 003",
+        "source 004",
+        "Annotated Transformer",
+    }
 
 
 # --- the twelve errors of the sources --------------------------------------------------------------
@@ -70,7 +79,7 @@ def test_02_encoder_output_depends_on_its_input(tiny_model) -> None:
     changed[:, 2] = changed[:, 2] % 10 + 1
     torch.manual_seed(0)
     wrong = errata.EncoderReplacingInput(11).eval()
-    assert wrong(src).shape == (2, 6, D_MODEL)  # the tutorial's only check: the shape is right
+    assert wrong(src).shape == (2, 6, D_MODEL)  # source 001's only check: the shape is right
     with pytest.raises(CheckFailed, match="does not depend on the input"):
         checks.check_depends_on_input(wrong, src, changed)
     model = tiny_model()
@@ -111,17 +120,29 @@ def test_06_model_outputs_are_logits_over_the_vocabulary(tiny_model) -> None:
     states = torch.randn(2, 6, D_MODEL)
     with pytest.raises(CheckFailed, match="not vocab_size=13"):
         checks.check_outputs_are_logits(head(states), 13)
-    with pytest.raises(CheckFailed, match="probabilities"):  # even where the width happens to match
+    with pytest.raises(CheckFailed, match="look like probabilities"):  # even where the width happens to match
         checks.check_outputs_are_logits(head(states), D_MODEL)
-    with pytest.raises(CheckFailed, match="log-probabilities"):
-        checks.check_outputs_are_logits(torch.randn(2, 6, 13).log_softmax(-1), 13)
     model = tiny_model()
-    checks.check_outputs_are_logits(model(ids(2, 6, 11), ids(2, 5, 13, seed=1)), 13)
+    logits = model(ids(2, 6, 11), ids(2, 5, 13, seed=1))
+    # the half-fixed version: projected to the vocabulary (the right width), but still a softmax
+    with pytest.raises(CheckFailed, match="look like probabilities"):
+        checks.check_outputs_are_logits(logits.softmax(-1), 13)
+    with pytest.raises(CheckFailed, match="log-probabilities"):
+        checks.check_outputs_are_logits(logits.log_softmax(-1), 13)
+    checks.check_outputs_are_logits(logits, 13)
+    checks.check_outputs_are_logits(logits.log_softmax(-1), 13, allow_log_probabilities=True)
+    # shifting a row changes no probability: all-positive logits are logits too
+    assert (logits + 100).min() > 0
+    checks.check_outputs_are_logits(logits + 100, 13)
+    checks.check_outputs_are_logits(torch.rand(2, 6, 13, generator=torch.Generator().manual_seed(0)), 13)
 
 
 def test_07_heads_concatenate_to_d_model() -> None:
-    with pytest.raises(CheckFailed, match="concatenate to 510 features, not d_model=512"):
+    with pytest.raises(CheckFailed, match="concatenate to 510 features, 2 fewer than d_model=512: .* reads 510"):
         checks.check_heads_concatenate_to_d_model(errata.PerHeadModulesAttention, 512, 6)
+    wrong = errata.PerHeadModulesAttention(512, 6)
+    assert all(head.q.in_features == 512 for head in wrong.heads)  # every head reads all 512 features
+    assert (wrong.linear.in_features, wrong.linear.out_features) == (510, 512)
     assert checks.check_heads_concatenate_to_d_model(errata.PerHeadModulesAttention, 512, 8) == "built"
     assert checks.check_heads_concatenate_to_d_model(MultiHeadAttention, 512, 6) == "rejected"
     assert checks.check_heads_concatenate_to_d_model(MultiHeadAttention, 512, 8) == "built"
@@ -155,15 +176,30 @@ def test_10_training_recipe_matches_the_paper() -> None:
     assert len(errata.library_training_setup()) == 7
 
 
-def test_11_positional_table_follows_the_module() -> None:
+class _PlainAttributeTable(nn.Module):
+    """A table kept as a plain attribute (not a buffer): ``.to()`` leaves it behind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pe = sinusoidal_table(8, D_MODEL)
+
+
+def test_11_positional_table_follows_the_module(monkeypatch) -> None:
     wrong = errata.PositionalEncodingOnGlobalDevice(D_MODEL)
     right = PositionalEncoding(D_MODEL, max_len=64)
     x = torch.randn(1, 4, D_MODEL)
-    assert_close(wrong(x), right(x))  # the same numbers on the CPU: the error is where the table lives
-    with pytest.raises(CheckFailed, match="plain tensor attribute"):
-        checks.check_buffer_follows_module(wrong, "pe")
+    assert_close(wrong(x), right(x))  # the same numbers on the CPU: the error is where the table is made
+    checks.check_buffer_follows_module(wrong, "pe")  # source 000 does register the buffer: .to() moves it
+    with pytest.raises(CheckFailed, match="created pe on cpu"):
+        checks.check_buffer_follows_module(lambda: errata.PositionalEncodingOnGlobalDevice(D_MODEL), "pe")
     checks.check_buffer_follows_module(right, "pe")
+    checks.check_buffer_follows_module(lambda: PositionalEncoding(D_MODEL, max_len=64), "pe")
+    with pytest.raises(CheckFailed, match="plain tensor attribute"):
+        checks.check_buffer_follows_module(_PlainAttributeTable(), "pe")
     checks.check_variable_is_noop(torch.randn(3))
+    monkeypatch.delattr(errata.sources, "DEVICE")  # as in source 000, which never defines it
+    with pytest.raises(NameError, match="DEVICE"):
+        errata.PositionalEncodingOnGlobalDevice(D_MODEL)
 
 
 def test_12_an_rnn_step_costs_n_squared() -> None:
@@ -265,12 +301,16 @@ def test_at6_scheduler_steps_once_per_optimizer_step(tiny_config) -> None:
     model = Transformer(tiny_config())
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9)
     scheduler = noam_schedule(optimizer, D_MODEL, config.warmup_steps, factor)
-    with pytest.warns(UserWarning, match=r"lr_scheduler.step\(\)` before `optimizer.step\(\)"):  # PyTorch notices too
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         used = errata.accumulate_stepping_scheduler_per_micro_batch(
             optimizer, scheduler, micro, 2, lambda b: sequence_loss(model(b.src, b.tgt_in), b.tgt_out, pad, 0.1)
         )
+    # the optimizer steps first (micro-batch 0), as in The Annotated Transformer: PyTorch has nothing to warn about
+    assert not [w for w in caught if "lr_scheduler" in str(w.message)]
     assert len(used) == 4
-    with pytest.raises(CheckFailed, match="optimizer step 1 used lr=.* step 2"):
+    assert used == pytest.approx([rate((s - 1) * 2 + 1) for s in range(1, 5)])  # schedule step (s - 1) k + 1
+    with pytest.raises(CheckFailed, match=r"optimizer step 2 used lr=.* step 3\)"):
         checks.check_lr_per_optimizer_step(used, rate)
 
 

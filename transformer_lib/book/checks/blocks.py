@@ -208,15 +208,29 @@ def check_values_in_range(
     return smallest, largest
 
 
-def check_buffer_follows_module(module: nn.Module, name: str) -> None:
-    """Check that the tensor ``module.<name>`` is a registered buffer that moves with the module.
+def check_buffer_follows_module(module: nn.Module | Callable[[], nn.Module], name: str) -> None:
+    """Check that the tensor ``<module>.<name>`` is a buffer that goes wherever its module goes.
 
-    ``register_buffer`` makes a tensor part of the module: ``.to(device)``, ``.to(dtype)``,
-    ``.cuda()`` move it along with the parameters. A tensor created on a global ``DEVICE`` and
-    stored as a plain attribute stays where it was made, and the first forward pass on another
-    device fails. Tested without a GPU: a copy of the module is moved to PyTorch's ``"meta"``
-    device and to float64, and the tensor must follow both times.
+    A tensor can stay behind in two ways. Stored as a plain attribute (``self.pe = table``)
+    instead of with ``register_buffer``, it is not part of the module: ``.to(device)``,
+    ``.to(dtype)`` and ``.cuda()`` move the parameters and leave it where it was made. Created on
+    a fixed device (``torch.zeros(..., device=DEVICE)`` with a global ``DEVICE``), it ignores where
+    the caller builds the module: PyTorch's own layers create their tensors on the default device,
+    which the caller sets with ``with torch.device(...)``. With ``DEVICE = "cuda"`` such a module
+    cannot be built on a machine without a GPU, and built on the CPU it holds that tensor on the
+    GPU (its embeddings on the CPU) until ``.to()`` is called.
+
+    Tested without a GPU. ``module`` is either a module or a function that builds one (a class, a
+    lambda). A module is copied and moved to PyTorch's ``"meta"`` device and to float64, and the
+    tensor must be a registered buffer that follows both moves. A function is also called once
+    under ``with torch.device("meta")``, and the tensor must be created on the meta device.
     """
+    built_under_meta = None
+    if not isinstance(module, nn.Module):
+        build = module
+        module = build()
+        with torch.device("meta"):
+            built_under_meta = build()
     tensor = getattr(module, name, None)
     if not isinstance(tensor, Tensor):
         raise ValueError(f"module has no tensor attribute {name!r}")
@@ -224,6 +238,12 @@ def check_buffer_follows_module(module: nn.Module, name: str) -> None:
         raise CheckFailed(
             f"{name} is a plain tensor attribute on {tensor.device.type}, not a registered buffer: "
             f"module.to(...) will not move it"
+        )
+    if built_under_meta is not None and getattr(built_under_meta, name).device.type != "meta":
+        raise CheckFailed(
+            f"built under torch.device('meta'), the module created {name} on "
+            f"{getattr(built_under_meta, name).device}: the tensor is made on a fixed device (a global DEVICE?), "
+            f"not on the device the module is built on"
         )
     moved = copy.deepcopy(module).to("meta")
     if getattr(moved, name).device.type != "meta":
@@ -293,13 +313,15 @@ def check_cross_attention_lengths(
 def check_heads_concatenate_to_d_model(
     build: Callable[[int, int], nn.Module], d_model: int, num_heads: int, *, length: int = 3
 ) -> str:
-    """Check that multi-head attention (多头注意力) uses all ``d_model`` features.
+    """Check that the heads of multi-head attention (多头注意力) concatenate to exactly ``d_model`` features.
 
     ``build(d_model, num_heads)`` either refuses (a ``ValueError`` naming both numbers, the right
     answer when ``num_heads`` does not divide ``d_model``) or builds a module whose heads,
-    concatenated, are exactly ``d_model`` wide. The width is measured at the input of the last
-    ``nn.Linear`` the module runs in a self-attention call ``module(x, x, x)``: the output
-    projection, which reads the concatenated heads.
+    concatenated, are exactly ``d_model`` wide. (Each head may read all ``d_model`` input
+    features; what goes wrong with ``d_head = d_model // num_heads`` is the width of attention
+    itself, ``num_heads * d_head < d_model``, and the shape of the output projection.) The width
+    is measured at the input of the last ``nn.Linear`` the module runs in a self-attention call
+    ``module(x, x, x)``: the output projection, which reads the concatenated heads.
 
     Returns:
         ``"rejected"`` or ``"built"``.
@@ -326,10 +348,16 @@ def check_heads_concatenate_to_d_model(
     if not widths:
         raise ValueError("the module ran no nn.Linear: cannot find its output projection")
     if widths[-1] != d_model:
+        gap = d_model - widths[-1]
+        relation = f"{gap} fewer than" if gap > 0 else f"{-gap} more than"
+        cause = (
+            f"num_heads={num_heads} does not divide d_model={d_model}, each head got {d_model // num_heads}, and "
+            if d_model % num_heads
+            else ""
+        )
         raise CheckFailed(
-            f"the heads concatenate to {widths[-1]} features, not d_model={d_model}: {d_model - widths[-1]} "
-            f"features are lost (num_heads={num_heads} does not divide d_model={d_model}, each head got "
-            f"{d_model // num_heads})"
+            f"the heads concatenate to {widths[-1]} features, {relation} d_model={d_model}: {cause}the output "
+            f"projection reads {widths[-1]} features instead of {d_model}"
         )
     if out.size(-1) != d_model:
         raise CheckFailed(f"the output has width {out.size(-1)}, not d_model={d_model}")

@@ -122,11 +122,14 @@ def check_outputs_are_logits(
 ) -> None:
     """Check that ``output`` holds **logits** (未归一化的分数) over a vocabulary of ``vocab_size``.
 
-    Logits are one unnormalised score per vocabulary entry: the last dimension is ``vocab_size``,
-    some scores are negative, and the rows do not sum to 1. ``F.cross_entropy`` expects exactly
-    that; given probabilities it would apply a second softmax and could no longer reach a small
-    loss. Log-probabilities (rows whose ``logsumexp`` is 0) are refused unless
-    ``allow_log_probabilities``.
+    Logits are one unnormalised score per vocabulary entry, so the last dimension must be
+    ``vocab_size``. Their values are otherwise free: adding a constant to every score of a row
+    changes none of its probabilities, so logits that are all positive are as valid as any. What
+    logits are not is normalised. Rows of non-negative entries that sum to 1 are probabilities (a
+    softmax was applied), and ``F.cross_entropy``, given them, would apply a second softmax and
+    could no longer reach a small loss. Rows whose ``logsumexp`` is 0 are log-probabilities (a
+    ``log_softmax`` was applied); they are refused unless ``allow_log_probabilities``. The check
+    therefore catches a missing vocabulary projection (wrong width) and a softmax at the right width.
 
     Shape:
         output: ``(..., vocab_size)``.
@@ -136,13 +139,15 @@ def check_outputs_are_logits(
             f"the last dimension is {output.size(-1)}, not vocab_size={vocab_size}: there is no projection "
             f"to the vocabulary"
         )
-    sums = output.double().sum(-1)
-    if not (output < 0).any() or torch.allclose(sums, torch.ones_like(sums), atol=atol):
+    values = output.double()
+    sums = values.sum(-1)
+    if values.min().item() >= 0.0 and torch.allclose(sums, torch.ones_like(sums), atol=atol):
         raise CheckFailed(
-            f"the outputs look like probabilities (smallest {output.min().item():.4f}, row sums "
-            f"{sums.min().item():.4f}..{sums.max().item():.4f}): softmax was applied; return logits"
+            f"the outputs look like probabilities: every entry is in [{values.min().item():.4f}, "
+            f"{values.max().item():.4f}] and every row sums to 1 ({sums.min().item():.4f}..{sums.max().item():.4f}): "
+            f"softmax was applied; return logits"
         )
-    lse = output.double().logsumexp(-1)
+    lse = values.logsumexp(-1)
     if not allow_log_probabilities and torch.allclose(lse, torch.zeros_like(lse), atol=atol):
         raise CheckFailed("the outputs are log-probabilities (every row's logsumexp is 0), not logits")
 

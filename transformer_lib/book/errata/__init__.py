@@ -53,29 +53,35 @@ from .sources import (
 )
 
 # The items of the errata chapter: (key, where the error comes from, what it gets wrong, the check that catches it).
+# The sources are named as in the book: "source 000" to "source 004" and "Annotated Transformer".
 ITEMS: tuple[tuple[str, str, str, str], ...] = (
-    ("1", "seed 001", "positional encoding is the same vector at every position", "check_positions_distinct"),
-    ("2", "seed 001", "positional encoding replaces the input instead of adding to it", "check_depends_on_input"),
+    ("1", "source 001", "positional encoding is the same vector at every position", "check_positions_distinct"),
+    ("2", "source 001", "positional encoding replaces the input instead of adding to it", "check_depends_on_input"),
     (
         "3",
-        "seed 001",
+        "source 001",
         "cross-attention: Q and K from the encoder, V from the decoder",
         "check_cross_attention_lengths",
     ),
     (
         "4",
-        "seed 000",
+        "source 000",
         "cross-attention: 'Q and K from the decoder, V from the encoder'",
         "check_cross_attention_lengths",
     ),
-    ("5", "seed 001", "no masks: the decoder sees the future, padding is attended", "check_causal"),
-    ("6", "seed 001", "decoder ends in softmax(Linear(d_model, d_model))", "check_outputs_are_logits"),
-    ("7", "seed 001", "num_heads=6 with d_model=512: heads concatenate to 510", "check_heads_concatenate_to_d_model"),
-    ("8", "seed 001", "sine and cosine 'cover [0, 1]'", "check_values_in_range"),
-    ("9", "seed 004", "feed-forward sub-layer without residual connection and norm", "check_norm_placement"),
-    ("10", "seed 004", "the paper 'clipped at 1.0, used 4096-token batches, attention dropout'", "check_settings"),
-    ("11", "seed 000", "autograd.Variable and a global DEVICE for the positional table", "check_buffer_follows_module"),
-    ("12", "seed 003", "one RNN step costs O(n) in the hidden size n", "check_cost_exponent"),
+    ("5", "source 001", "no masks: the decoder sees the future, padding is attended", "check_causal"),
+    ("6", "source 001", "decoder ends in softmax(Linear(d_model, d_model))", "check_outputs_are_logits"),
+    ("7", "source 001", "num_heads=6 with d_model=512: heads concatenate to 510", "check_heads_concatenate_to_d_model"),
+    ("8", "source 001", "sine and cosine 'cover [0, 1]'", "check_values_in_range"),
+    ("9", "source 004", "feed-forward sub-layer without residual connection and norm", "check_norm_placement"),
+    ("10", "source 004", "the paper 'clipped at 1.0, used 4096-token batches, attention dropout'", "check_settings"),
+    (
+        "11",
+        "source 000",
+        "positional table built on a global DEVICE, added through autograd.Variable",
+        "check_buffer_follows_module",
+    ),
+    ("12", "source 003", "one RNN step costs O(n) in the hidden size n", "check_cost_exponent"),
     ("AT-1", "Annotated Transformer", "Post-LN in the text, Pre-LN in the code", "check_norm_placement"),
     (
         "AT-2",

@@ -174,16 +174,21 @@ def accumulate_stepping_scheduler_per_micro_batch(
 ) -> list[float]:
     """WRONG: gradient accumulation with ``scheduler.step()`` after **every micro-batch**.
 
-    The optimizer steps once per ``grad_accum`` micro-batches, the schedule ``grad_accum`` times
-    as often: its warm-up is over after ``warmup / grad_accum`` optimizer steps. Returns the
-    learning rate each optimizer step used. Correct: step the scheduler next to the optimizer,
-    as :func:`~.train` does.
+    The loop of *The Annotated Transformer*'s ``run_epoch`` (2022 edition): the optimizer steps on
+    micro-batches ``0, grad_accum, 2 * grad_accum, ...`` (``i % grad_accum == 0``), the scheduler
+    after every micro-batch. The optimizer steps first, on micro-batch 0, so PyTorch sees no
+    scheduler step before an optimizer step and gives no warning. But the schedule runs
+    ``grad_accum`` times as fast as the optimizer: optimizer step ``s`` (from 1) uses the rate of
+    schedule step ``(s - 1) * grad_accum + 1``, and the warm-up is over after
+    ``warmup / grad_accum`` optimizer steps. (The same condition makes the first optimizer step use
+    a single micro-batch, the later ones ``grad_accum`` each.) Returns the learning rate each
+    optimizer step used. Correct: step the scheduler next to the optimizer, as :func:`~.train` does.
     """
     used: list[float] = []
     optimizer.zero_grad()
     for i, batch in enumerate(micro_batches):
         (loss_of(batch) / grad_accum).backward()
-        if (i + 1) % grad_accum == 0:
+        if i % grad_accum == 0:
             used.append(optimizer.param_groups[0]["lr"])
             optimizer.step()
             optimizer.zero_grad()

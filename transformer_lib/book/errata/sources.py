@@ -152,14 +152,15 @@ class SoftmaxOverModelWidth(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
-# 7. Heads that silently lose features
+# 7. Heads that concatenate to fewer than d_model features
 # ---------------------------------------------------------------------------------------------
 class PerHeadModulesAttention(nn.Module):
     """WRONG: ``d_head = d_model // num_heads`` without checking that it divides.
 
-    With ``d_model=512, num_heads=6`` each head gets 85 features and the concatenation is 510 wide;
-    the output layer ``Linear(num_heads * d_head, d_model)`` accepts it silently. Correct: refuse
-    (``MultiHeadAttention`` raises a ``ValueError``).
+    With ``d_model=512, num_heads=6`` each head projects all 512 input features to 85, the
+    concatenation is 510 wide, and the output layer ``Linear(num_heads * d_head, d_model)`` is
+    ``Linear(510, 512)``: attention runs 510 wide instead of ``d_model``, without a word. Correct:
+    refuse (``MultiHeadAttention`` raises a ``ValueError``).
 
     Shape:
         query, key, value: ``(B, T, d_model)``; output: ``(B, T, d_model)``.
@@ -167,7 +168,7 @@ class PerHeadModulesAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int) -> None:
         super().__init__()
-        d_head = d_model // num_heads  # WRONG: floor division loses d_model % num_heads features
+        d_head = d_model // num_heads  # WRONG: rounds down; the heads concatenate to fewer than d_model
         self.heads = nn.ModuleList(BareAttention(d_model, d_head) for _ in range(num_heads))
         self.linear = nn.Linear(num_heads * d_head, d_model)
 
@@ -247,28 +248,40 @@ SOURCE_004_TRAINING_CLAIMS = {
 # 11. A positional table on a global device, wrapped in Variable
 # ---------------------------------------------------------------------------------------------
 DEVICE = torch.device("cpu")
-"""WRONG. A global that decides where tensors are created, instead of the module deciding."""
+"""The global ``DEVICE`` of source 000's snippet, which uses it but never defines it.
+
+Defined here, as the CPU, so that the wrong version can be built at all; without it, building
+:class:`PositionalEncodingOnGlobalDevice` raises ``NameError``, as the snippet does.
+"""
 
 
 class PositionalEncodingOnGlobalDevice(nn.Module):
-    """WRONG: the table is created on the global ``DEVICE`` and kept as a plain attribute.
+    """WRONG (source 000): the table is built on a global ``DEVICE`` and added through ``Variable``.
 
-    ``model.to("cuda")`` then moves the weights but not the table, and the forward pass fails
-    with a device mismatch. ``Variable(..., requires_grad=False)`` does nothing (it is a no-op
-    since PyTorch 0.4). Correct: ``self.register_buffer("pe", table)``, as
-    :class:`~.PositionalEncoding` does.
+    As in the source, the table is registered with ``register_buffer``, so ``.to(...)`` moves it
+    and checkpoints store it: that part is right. The faults are two. The table is created on
+    ``DEVICE``, a global the module does not own, instead of on the device the module is being
+    built on: with ``DEVICE = "cuda"`` the module cannot be built on a machine without a GPU, and a
+    model built on the CPU holds its table on the GPU until ``.to()`` is called. And
+    ``Variable(..., requires_grad=False)`` does nothing: it is a no-op since PyTorch 0.4, and a
+    buffer does not require gradients anyway. Correct: :class:`~.PositionalEncoding`, which builds
+    its table on the default device and adds it directly.
 
     Shape:
         x: ``(B, T, d_model)``; output: ``(B, T, d_model)``.
     """
 
+    pe: Tensor
+
     def __init__(self, d_model: int, max_len: int = 64) -> None:
         super().__init__()
-        self.pe = sinusoidal_table(max_len, d_model).to(DEVICE)  # WRONG: not a buffer
+        with torch.device(DEVICE):  # WRONG: a global decides where the table is made
+            table = sinusoidal_table(max_len, d_model)
+        self.register_buffer("pe", table)  # as in the source: a (persistent) buffer
 
     def forward(self, x: Tensor) -> Tensor:
-        """Add the table (the Variable wrapper changes nothing)."""
-        return x + Variable(self.pe[: x.size(1)], requires_grad=False)
+        """Add the table (the ``Variable`` wrapper changes nothing)."""
+        return x + Variable(self.pe[: x.size(1)], requires_grad=False)  # WRONG: a dead API
 
 
 # ---------------------------------------------------------------------------------------------

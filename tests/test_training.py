@@ -336,7 +336,7 @@ def test_train_result_defaults():
 
 
 def test_bad_arguments_raise_clear_errors():
-    with pytest.raises(ValueError, match="max_steps or max_epochs"):
+    with pytest.raises(ValueError, match="needs max_steps, max_epochs or time_budget_s"):
         TrainConfig()
     with pytest.raises(ValueError, match="amp"):
         TrainConfig(max_steps=1, amp="fp32")
@@ -451,7 +451,42 @@ def test_the_linear_schedule_rises_then_falls_to_almost_zero_at_max_steps():
     assert used[2] == pytest.approx(1e-3)
     assert used[:3] == sorted(used[:3]) and used[2:] == sorted(used[2:], reverse=True)
     assert used[-1] == pytest.approx(1e-3 / 6) and linear_decay_rate(9, 1e-3, 3, 8) == 0.0
-    with pytest.raises(ValueError, match="needs max_steps > warmup_steps"):
+    with pytest.raises(ValueError, match="needs max_steps or time_budget_s"):
         TrainConfig(max_epochs=3, schedule="linear")
+    with pytest.raises(ValueError, match="needs max_steps > warmup_steps"):
+        TrainConfig(max_steps=3, warmup_steps=3, schedule="linear")
     with pytest.raises(ValueError, match="schedule='cosine' is not one of"):
         TrainConfig(max_steps=3, schedule="cosine")
+
+
+def test_the_linear_rate_reaches_zero_at_whichever_budget_ends_first():
+    assert linear_decay_rate(5, 1e-3, 2, None, time_used=0.25) == pytest.approx(0.75e-3)  # time only
+    assert linear_decay_rate(5, 1e-3, 2, 8, time_used=0.0) == pytest.approx(1e-3 * 4 / 7)  # steps only
+    assert linear_decay_rate(5, 1e-3, 2, 8, time_used=0.9) == pytest.approx(1e-4)  # time ends first
+    assert linear_decay_rate(5, 1e-3, 2, 8, time_used=0.1) == pytest.approx(1e-3 * 4 / 7)  # steps end first
+    assert linear_decay_rate(1, 1e-3, 2, None, time_used=1.5) == 0.0  # past the budget
+
+
+class _SlowBatches:
+    """Batches that each take ``seconds`` to fetch (fetching counts as training time)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, epoch: int):
+        for batch in epoch_data(4)(epoch):
+            time.sleep(self.seconds)
+            yield batch
+
+
+def test_a_time_budget_stops_training_and_the_linear_rate_follows_the_clock():
+    budget = 0.6
+    config = quiet(max_epochs=100, time_budget_s=budget, warmup_steps=1, lr=1e-3, schedule="linear")
+    result = train(small_model(0), _SlowBatches(0.05), config)
+    assert result.stop_reason == "time_budget"
+    assert budget <= result.train_seconds < budget + 0.5  # stopped at the first step past the budget
+    used = [h["lr"] for h in result.history]
+    assert used == sorted(used, reverse=True) and used[0] == pytest.approx(1e-3)
+    assert used[-1] < 0.6e-3  # the rate fell with the time spent (it lags the clock by one step)
+    with pytest.raises(ValueError, match="time_budget_s must be a positive number"):
+        TrainConfig(time_budget_s=0)

@@ -19,16 +19,20 @@ class TrainConfig:
     With ``schedule="noam"`` it has the paper's shape (linear rise, then decay as ``step**-0.5``):
     the Noam schedule with ``factor = lr * sqrt(d_model * warmup_steps)``; the paper's setting
     (``factor=1``, ``d_model=512``, ``warmup_steps=4000``) is ``lr = 512**-0.5 * 4000**-0.5 = 7.0e-4``.
-    With ``schedule="linear"`` it falls linearly after the warm-up to almost zero at ``max_steps``
-    (:func:`~.linear_decay_rate`).
+    With ``schedule="linear"`` it falls linearly after the warm-up to almost zero at ``max_steps``,
+    or at ``time_budget_s``, whichever comes first (:func:`~.linear_decay_rate`).
 
     Attributes:
         max_steps: stop after this many optimizer steps (``None``: no limit).
         max_epochs: stop after this many passes over the data (``None``: no limit).
-            At least one of the two must be set.
+        time_budget_s: stop once the training steps have taken this many seconds (evaluation and
+            checkpoints do not count; ``None``: no limit). Under ``torchrun`` the slowest rank's
+            clock counts, so that every rank stops, and sets its rate, alike.
+            At least one of the three limits must be set.
         lr: peak learning rate (see above).
         warmup_steps: optimizer steps of linear warm-up.
-        schedule: ``"noam"`` (the paper's) or ``"linear"`` (decay to zero at ``max_steps``, which it needs).
+        schedule: ``"noam"`` (the paper's) or ``"linear"`` (decay to zero at ``max_steps`` or
+            ``time_budget_s``, whichever comes first; it needs one of them).
         label_smoothing: ``epsilon_ls`` of ``F.cross_entropy`` (the paper: 0.1).
         grad_accum: batches whose gradients are summed before each optimizer step (per process:
             under ``torchrun`` one step sees ``world_size * grad_accum`` batches in all).
@@ -58,6 +62,7 @@ class TrainConfig:
 
     max_steps: int | None = None
     max_epochs: int | None = None
+    time_budget_s: float | None = None
     lr: float = 7e-4
     warmup_steps: int = 4000
     schedule: str = "noam"
@@ -79,8 +84,11 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.max_steps is None and self.max_epochs is None:
-            raise ValueError("TrainConfig needs max_steps or max_epochs (or both); got neither")
+        if self.max_steps is None and self.max_epochs is None and self.time_budget_s is None:
+            raise ValueError("TrainConfig needs max_steps, max_epochs or time_budget_s (or several); got none")
+        budget = self.time_budget_s
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0):
+            raise ValueError(f"time_budget_s must be a positive number of seconds or None, got {budget!r}")
         for name in ("max_steps", "max_epochs", "eval_every", "patience", "checkpoint_every"):
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
@@ -93,11 +101,8 @@ class TrainConfig:
             raise ValueError(f"clip_norm must be positive or None, got clip_norm={self.clip_norm!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule={self.schedule!r} is not one of {list(SCHEDULES)}")
-        if self.schedule == "linear" and (self.max_steps is None or self.warmup_steps >= self.max_steps):
-            raise ValueError(
-                f"schedule='linear' decays to zero at max_steps, so it needs max_steps > warmup_steps; "
-                f"got max_steps={self.max_steps}, warmup_steps={self.warmup_steps}"
-            )
+        if self.schedule == "linear":
+            self._check_linear_budget()
         if self.amp not in AMP_MODES:
             raise ValueError(f"amp={self.amp!r} is not one of {list(AMP_MODES)}")
         if self.mode not in ("max", "min"):
@@ -110,6 +115,18 @@ class TrainConfig:
             raise ValueError(f"adam_betas must be two floats in [0, 1), got {self.adam_betas!r}")
         if not self.adam_eps > 0:
             raise ValueError(f"adam_eps must be positive, got {self.adam_eps!r}")
+
+    def _check_linear_budget(self) -> None:
+        if self.max_steps is None and self.time_budget_s is None:
+            raise ValueError(
+                "schedule='linear' decays to zero at the end of the budget, so it needs max_steps or time_budget_s; "
+                "got neither"
+            )
+        if self.max_steps is not None and self.warmup_steps >= self.max_steps:
+            raise ValueError(
+                f"schedule='linear' needs max_steps > warmup_steps; "
+                f"got max_steps={self.max_steps}, warmup_steps={self.warmup_steps}"
+            )
 
     def noam_factor(self, d_model: int) -> float:
         """The Noam ``factor`` that makes the schedule peak at ``lr``: ``lr * sqrt(d_model * warmup_steps)``."""
@@ -130,8 +147,8 @@ class TrainResult:
         train_seconds: time spent in training steps (data, forward, backward, update); evaluation
             and checkpoint writing are excluded.
         stopped_early: ``True`` when ``patience`` or ``target`` ended training.
-        stop_reason: ``"max_steps"``, ``"max_epochs"``, ``"patience"``, ``"target"`` or
-            ``"data_exhausted"`` (an epoch yielded no batch).
+        stop_reason: ``"max_steps"``, ``"max_epochs"``, ``"time_budget"``, ``"patience"``,
+            ``"target"`` or ``"data_exhausted"`` (an epoch yielded no batch).
         best_metric, best_step: best value of ``monitor`` seen and its step (``None`` without one).
         world_size: processes that trained together (1 without ``torchrun``); losses and
             ``tokens_per_s`` in ``history`` are over all of them.

@@ -2,7 +2,7 @@
 
 :func:`~.train` is a short loop over named steps; each step is a method of ``_Run``::
 
-    while not run.finished():                     # max_steps, max_epochs, or data exhausted
+    while not run.finished():                     # max_steps, max_epochs, time budget, or data exhausted
         for group in run.groups(train_data):      # grad_accum batches at a time (this rank's share)
             loss = run.optimizer_step(group)      # move, forward and loss, backward, optimizer and schedule
             run.log(loss)                         # history and progress bar
@@ -21,7 +21,7 @@ One optimizer step (:func:`~.optimizer_step`)::
     clip the gradient norm (optional); optimizer.step(); scheduler.step()   # once per OPTIMIZER step
 
 with Adam ``(beta1, beta2, eps) = (0.9, 0.98, 1e-9)`` and the learning rate of
-:func:`~.noam_schedule`. The loop trains any ``nn.Module``: by
+:func:`~.noam_schedule` (or of :func:`~.linear_decay_schedule`). The loop trains any ``nn.Module``: by
 default it calls ``model(src, tgt_in, src_mask, tgt_mask)`` (the batch protocol of
 :func:`~.batch_logits`); ``forward=`` adapts any other model, such as
 PyTorch's ``nn.Transformer``. Checkpoints (``checkpoint_path``, ``resume_from``) need a
@@ -53,6 +53,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
 from tqdm.auto import tqdm
 
 from ..checkpoint import save_checkpoint
@@ -203,21 +204,26 @@ class _Run:
             raise ValueError(f"the process group uses NCCL, which needs CUDA tensors, but device={str(device)!r}")
         self.model, self.config, self.device, self.evaluate, self.forward = model, config, device, evaluate, forward
         model.to(device)
+        self.result = TrainResult(world_size=self.world, amp=self.amp)  # the schedule reads its clock
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
-        if config.schedule == "linear":
-            scheduler = linear_decay_schedule(optimizer, config.lr, config.warmup_steps, config.max_steps)
-        else:
-            d_model = _d_model(model)
-            scheduler = noam_schedule(optimizer, d_model, config.warmup_steps, config.noam_factor(d_model))
         scaler = torch.amp.GradScaler("cuda") if self.amp == "fp16" else None
-        self.parts: dict[str, Any] = {"optimizer": optimizer, "scheduler": scheduler, "scaler": scaler}
-        self.result = TrainResult(world_size=self.world, amp=self.amp)
+        self.parts: dict[str, Any] = {"optimizer": optimizer, "scheduler": self.scheduler(optimizer), "scaler": scaler}
         self.loop: dict[str, Any] = {
             "step": 0, "epoch": 0, "batch_in_epoch": 0, "bad_evals": 0, "last_eval_step": -1, "world_size": self.world
         }  # fmt: skip
         self.ddp: nn.Module | None = None
         self.stop = False
         self.bar: Any = None
+
+    def scheduler(self, optimizer: torch.optim.Optimizer) -> LambdaLR:
+        """The configured schedule; a linear one also decays with the share of ``time_budget_s`` spent."""
+        config = self.config
+        if config.schedule == "linear":
+            budget = config.time_budget_s
+            time_used = None if budget is None else (lambda: self.result.train_seconds / budget)
+            return linear_decay_schedule(optimizer, config.lr, config.warmup_steps, config.max_steps, time_used)
+        d_model = _d_model(self.model)
+        return noam_schedule(optimizer, d_model, config.warmup_steps, config.noam_factor(d_model))
 
     # -- start and end ------------------------------------------------------------------------
 
@@ -319,6 +325,8 @@ class _Run:
         self.steps_this_epoch += 1
         self.result.steps = self.loop["step"]
         self.result.train_seconds += elapsed
+        if self.distributed and self.config.time_budget_s is not None:
+            self.result.train_seconds = self.slowest_clock()
         tokens_per_s = self.tokens / elapsed if elapsed > 0 else math.nan
         row = {"step": self.loop["step"], "epoch": self.loop["epoch"], "loss": loss, "lr": self.lr_used}
         self.result.history.append({**row, "tokens_per_s": tokens_per_s})
@@ -338,11 +346,19 @@ class _Run:
         self.stop = self.run_evaluation()
         return self.stop
 
+    def slowest_clock(self) -> float:
+        """The largest ``train_seconds`` of all ranks: every rank then sets its rate and stops alike."""
+        clock = torch.tensor([self.result.train_seconds], dtype=torch.float64, device=self.device)
+        dist.all_reduce(clock, op=dist.ReduceOp.MAX)
+        return float(clock.item())
+
     def step_limit_reached(self) -> bool:
-        limit = self.config.max_steps
-        self.stop = self.stop or (limit is not None and self.loop["step"] >= limit)
-        if self.stop and not self.result.stop_reason:
-            self.result.stop_reason = "max_steps"
+        """Whether ``max_steps`` or ``time_budget_s`` is used up (then the run stops)."""
+        limit, budget = self.config.max_steps, self.config.time_budget_s
+        if not self.stop and limit is not None and self.loop["step"] >= limit:
+            self.stop, self.result.stop_reason = True, self.result.stop_reason or "max_steps"
+        if not self.stop and budget is not None and self.result.train_seconds >= budget:
+            self.stop, self.result.stop_reason = True, self.result.stop_reason or "time_budget"
         return self.stop
 
     def end_epoch(self) -> None:

@@ -27,7 +27,8 @@ class TranslationProfile:
         max_tokens: padded tokens per side of each batch.
         max_steps, max_epochs: stop after this many optimizer steps / passes over the data.
         time_budget_s: stop once training steps have taken this many seconds (``None``: no limit);
-            validation and decoding do not count.
+            validation and decoding do not count. A ``"linear"`` schedule reaches zero at the end of
+            this budget or of ``max_steps``, whichever comes first.
         eval_every: measure the validation loss (and keep a snapshot) every this many steps
             (``None``: every epoch).
         average_last: average the weights of the last this many snapshots (1: no averaging).
@@ -98,6 +99,7 @@ class TranslationProfile:
         return TrainConfig(
             max_steps=self.max_steps,
             max_epochs=self.max_epochs,
+            time_budget_s=self.time_budget_s,
             lr=self.lr,
             warmup_steps=self.warmup_steps,
             schedule=self.schedule,

@@ -24,40 +24,22 @@ from ...data.tokenizer import BPETokenizer
 from ...model import Transformer
 from ...runtime import default_profile, pick_device, set_seed, torch_threads
 from ...training import TrainResult, evaluate_loss, train
-from ...training.distributed import all_gather_object, is_distributed, is_main_process, main_process_first, world_size
+from ...training.distributed import is_distributed, is_main_process, main_process_first, world_size
 from ...validation import check_positive_int
 from .data import TranslationData, prepare_translation_data
 from .profiles import TranslationProfile, translation_profile
 from .results import save_translation
 
 
-class _TimeBudget:
-    """Training batches until a budget of training seconds is spent.
+class _CountedBatches:
+    """The training batches of each epoch (``train`` calls this once per epoch), counting their tokens."""
 
-    ``train`` calls this once per epoch; the time counted is wall time since the first call minus
-    the time spent in evaluation (which the caller adds to ``paused``), so it tracks the training
-    loop's own ``train_seconds``. An epoch started after the budget yields nothing, which ends
-    training (``stop_reason == "data_exhausted"``).
-    """
-
-    def __init__(self, batches: Callable[[int], list[Batch]], budget_s: float | None) -> None:
+    def __init__(self, batches: Callable[[int], list[Batch]]) -> None:
         self.batches = batches
-        self.budget_s = budget_s
-        self.started: float | None = None
-        self.paused = 0.0
-        self.exhausted = False
         self.tokens = 0  # source + target non-padding tokens handed to training
 
-    def spent(self) -> float:
-        return 0.0 if self.started is None else time.perf_counter() - self.started - self.paused
-
     def __call__(self, epoch: int) -> Iterator[Batch]:
-        if self.started is None:
-            self.started = time.perf_counter()
-        for batch in self.batches(epoch):  # building the batches counts, as it does in train_seconds
-            if self.budget_s is not None and self.spent() >= self.budget_s:
-                self.exhausted = True
-                return
+        for batch in self.batches(epoch):
             self.tokens += batch.num_src_tokens + batch.num_tokens
             yield batch
 
@@ -89,8 +71,8 @@ class TranslationRun:
             ``test_2016_flickr``.
         steps_per_epoch: training batches in one pass over ``train_pairs``.
         tokens: source + target tokens (padding excluded) handed to the training steps.
-        stop_reason: ``"time_budget"`` when the profile's time budget ended training, else the
-            training loop's ``stop_reason`` (``"max_steps"``, ``"max_epochs"``, ...).
+        stop_reason: the training loop's ``stop_reason`` (``"time_budget"``, ``"max_steps"``,
+            ``"max_epochs"``, ...).
         averaged_checkpoints: snapshots averaged into ``model`` (1: the last weights were kept).
         val_loss_last: validation loss of the last weights.
         val_loss_averaged: validation loss of the average of the last snapshots (``None`` with
@@ -170,14 +152,6 @@ class TranslationRun:
         }
 
 
-def _average_state_dicts(snapshots: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Element-wise mean of several ``state_dict`` snapshots of the same model."""
-    return {
-        name: torch.stack([snap[name].float() for snap in snapshots]).mean(0).to(snapshots[0][name].dtype)
-        for name in snapshots[0]
-    }
-
-
 def _check_seed_and_threads(seed: int, threads: int | None) -> None:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
@@ -201,7 +175,7 @@ class _Trained:
 
     model: Transformer
     result: TrainResult
-    budget: _TimeBudget
+    data: _CountedBatches
     snapshots: list[dict[str, torch.Tensor]]
     steps_per_epoch: int
     world: int
@@ -213,27 +187,24 @@ def _train_model(
     """Build the profile's model from ``seed`` and train it; keep a snapshot at every evaluation."""
     set_seed(seed)
     model = Transformer(profile.model_config(data.tokenizer.vocab_size)).to(device)
-    budget = _TimeBudget(
+    batches = _CountedBatches(
         lambda epoch: token_batches(
             data.train_ids, profile.max_tokens, *data.special_ids, shuffle=True, seed=seed * 1000 + epoch
-        ),
-        profile.time_budget_s,
+        )
     )
     world = world_size() if is_distributed() else 1  # processes training together
-    steps_per_epoch = max(1, len(budget.batches(0)) // world)  # each rank takes every world-th batch
+    steps_per_epoch = max(1, len(batches.batches(0)) // world)  # each rank takes every world-th batch
     snapshots: list[dict[str, torch.Tensor]] = []
 
     def evaluate(m: Transformer) -> dict[str, float]:
-        """Validation loss, and a snapshot of the weights; its time does not count against the budget."""
-        start = time.perf_counter()
+        """Validation loss, and a snapshot of the weights (not counted as training time)."""
         metrics = evaluate_loss(m, data.val_batches, device)
         snapshots.append({k: v.detach().to("cpu", copy=True) for k, v in m.state_dict().items()})
         del snapshots[: -profile.average_last]
-        budget.paused += time.perf_counter() - start
         return {"val_loss": metrics["loss"], "val_perplexity": metrics["perplexity"]}
 
-    result = train(model, budget, profile.train_config(seed, progress), device, evaluate=evaluate)
-    return _Trained(model, result, budget, snapshots, steps_per_epoch, world)
+    result = train(model, batches, profile.train_config(seed, progress), device, evaluate=evaluate)
+    return _Trained(model, result, batches, snapshots, steps_per_epoch, world)
 
 
 def _average_if_better(trained: _Trained, val_batches: list[Batch], device: torch.device) -> float | None:
@@ -286,8 +257,6 @@ def train_translation(
             raw = load_multi30k(data_dir)
         data = prepare_translation_data(raw, prof)
         trained = _train_model(data, prof, torch_device, seed, progress)
-        # Every rank watches its own clock: if one rank's budget ran out, training ended on all of them.
-        exhausted = any(all_gather_object(trained.budget.exhausted))
         val_loss_averaged = _average_if_better(trained, data.val_batches, torch_device)
         trained.model.eval()
     val_loss_last = trained.result.eval_history[-1]["val_loss"]
@@ -304,8 +273,8 @@ def train_translation(
         val_pairs=data.val_pairs,
         test_pairs=data.test_pairs,
         steps_per_epoch=trained.steps_per_epoch,
-        tokens=trained.budget.tokens,
-        stop_reason="time_budget" if exhausted else trained.result.stop_reason,
+        tokens=trained.data.tokens,
+        stop_reason=trained.result.stop_reason,
         averaged_checkpoints=len(trained.snapshots) if averaged else 1,
         val_loss_last=val_loss_last,
         val_loss_averaged=val_loss_averaged,

@@ -140,6 +140,18 @@ def test_save_is_atomic(tiny_model, tmp_path, monkeypatch) -> None:
     assert os.listdir(tmp_path) == ["model.safetensors"]
 
 
+def test_atomically_written_files_get_ordinary_permissions(tmp_path) -> None:
+    """Not the 0o600 of the temporary file they were written as: others may read a result file."""
+    from transformer_lib.files import atomic_write
+
+    old = os.umask(0o022)
+    try:
+        path = atomic_write(tmp_path / "result.json", lambda tmp: tmp.write_text("{}"))
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
 def test_save_rejects_non_json_metadata(tiny_model, tmp_path) -> None:
     with pytest.raises(TypeError, match="metadata must be JSON-serialisable"):
         save_checkpoint(tiny_model(), tmp_path / "m.safetensors", tensor=torch.zeros(1))

@@ -18,7 +18,9 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None], su
 
     ``write`` must create the file at ``tmp`` (or fill the empty file there); if it raises, the
     temporary file is removed and nothing is renamed, so a check inside ``write`` (a checksum, a
-    length) that raises leaves ``path`` untouched. The folder is created if needed. Returns ``path``.
+    length) that raises leaves ``path`` untouched. The folder is created if needed. The file gets
+    the permissions of any new file (``0o666`` less the umask), not the private ``0o600`` of a
+    temporary file. Returns ``path``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -27,7 +29,15 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None], su
     tmp = Path(name)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it, so it is set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -3,6 +3,7 @@
 #   make test      run every test (what CI runs: .ci/run), the chapters with the smoke profile
 # and, for authors:
 #   make screenshots full-page screenshots of the built site in _build/screenshots/ (browser test)
+#   make figures   redraw the landing page's architecture figure (figures/) from the package
 #   make test-colab  the chapters on an emulated Colab (tests/test_colab.py; minutes, needs PyPI)
 #   make lint      ruff over the package, the tests, the benchmarks and the book's Sphinx extension
 #   make execute   re-run every notebook in place with the CPU profile (refreshes the stored outputs
@@ -24,7 +25,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with chapters/nbval_saniti
 # pytest-xdist workers (loadscope keeps each notebook, and each test module, on one worker).
 JOBS ?= 2
 
-.PHONY: book test test-book test-units test-notebooks test-colab screenshots venv lint execute browser-setup clean
+.PHONY: figures book test test-book test-units test-notebooks test-colab screenshots venv lint execute browser-setup clean
 
 venv: $(STAMP)
 
@@ -47,7 +48,7 @@ book: $(STAMP)
 	@echo "The book is built. Open it in a browser: file://$(CURDIR)/_build/html/index.html"
 
 lint: $(STAMP)
-	$(PY) -m ruff check transformer_lib tests benchmarks _ext conftest.py
+	$(PY) -m ruff check transformer_lib tests benchmarks scripts _ext conftest.py
 
 # Debian's chromium and the pinned CDN scripts for tests/test_browser.py (never fails; see the script).
 browser-setup:
@@ -83,6 +84,9 @@ test-notebooks: $(STAMP)
 # Full-page screenshots of every page of the built site, to read it as a reader would (_build/screenshots/).
 screenshots: browser-setup book
 	$(call pytest,BOOK_SCREENSHOTS=full,tests/test_browser.py)
+
+figures: $(STAMP)
+	$(PY) scripts/draw_figures.py
 
 # Not part of `make test` (it installs torch into a new environment); the workflow runs it.
 test-colab: $(STAMP)

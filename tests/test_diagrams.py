@@ -1,0 +1,78 @@
+"""The figures drawn from the code: they show what the config builds, and the stored one is current."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+from transformer_lib import TransformerConfig  # noqa: E402
+from transformer_lib.book.diagrams import architecture_figure, multi_head_figure  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def texts(fig) -> list[str]:
+    return [t.get_text() for ax in fig.axes for t in ax.texts] + [ax.get_title() for ax in fig.axes]
+
+
+def config(**overrides) -> TransformerConfig:
+    return TransformerConfig(src_vocab_size=100, tgt_vocab_size=120, **overrides)
+
+
+def test_post_ln_draws_add_and_norm_after_each_sublayer_and_no_final_norm():
+    shown = texts(architecture_figure(config(num_encoder_layers=6, num_decoder_layers=4)))
+    assert shown.count("add & LayerNorm") == 2 + 3  # encoder: 2 sub-layers, decoder: 3
+    assert not any(t.startswith("final") for t in shown)
+    assert "6 x" in shown and "4 x" in shown
+    assert "masked self-attention\n(h = 8)" in shown and "cross-attention\n(h = 8)" in shown
+    assert "+ sinusoidal positional encoding" in shown
+    assert any("vocabulary 100" in t for t in shown) and any("vocabulary 120" in t for t in shown)
+    assert any("512 -> 2048 -> 512, relu" in t for t in shown)
+    plt.close("all")
+
+
+def test_pre_ln_draws_the_norm_first_and_a_final_norm_per_stack_and_the_variants():
+    variant = config(norm_first=True, norm="rmsnorm", positional="rope", activation="swiglu", num_kv_heads=2)
+    shown = texts(architecture_figure(variant))
+    assert shown.count("RMSNorm") == 2 + 3 and shown.count("final RMSNorm") == 2
+    assert shown.count("add (residual)") == 5 and "add & RMSNorm" not in shown
+    assert "self-attention\n(h = 8, 2 key/value heads, RoPE)" in shown
+    assert "cross-attention\n(h = 8, 2 key/value heads)" in shown  # RoPE is in self-attention only
+    assert not any("sinusoidal" in t for t in shown) and any("swiglu" in t for t in shown)
+    plt.close("all")
+
+
+def test_multi_head_figure_gives_each_head_its_own_block_of_consecutive_features():
+    fig = multi_head_figure(seq_len=3, d_model=6, num_heads=3)
+    squares = [p for p in fig.axes[0].patches if isinstance(p, Rectangle)]
+    assert len(squares) == 3 * 3 * 6  # input, heads, merged: each T x d_model cells
+    colours = [sq.get_facecolor() for sq in squares[:6]]  # the input's first row, features 0..5
+    assert colours[0] == colours[1] != colours[2] == colours[3] != colours[4] == colours[5]
+    assert "heads (B, h, T, d_k)\n= (1, 3, 3, 2)" in texts(fig)
+    plt.close("all")
+    with pytest.raises(ValueError, match="d_model=6 must be divisible by num_heads=4"):
+        multi_head_figure(seq_len=3, d_model=6, num_heads=4)
+    with pytest.raises(ValueError, match="seq_len must be an int from 1 to 16"):
+        multi_head_figure(seq_len=0)
+    with pytest.raises(TypeError, match="config must be a TransformerConfig"):
+        architecture_figure({"d_model": 512})
+
+
+def test_the_landing_page_figure_is_what_the_code_draws(tmp_path):
+    spec = importlib.util.spec_from_file_location("draw_figures", ROOT / "scripts" / "draw_figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(tmp_path)
+    for name in module.FIGURES:
+        stored = ROOT / "figures" / name
+        assert stored.read_bytes() == (tmp_path / name).read_bytes(), f"{stored} is stale: run `make figures`"
+    assert "figures/architecture.svg" in (ROOT / "intro.md").read_text(encoding="utf-8")
+    plt.close("all")

@@ -1,0 +1,264 @@
+"""Diagrams drawn from the code: the whole model from a :class:`~.TransformerConfig`, and the head split.
+
+:func:`architecture_figure` draws the encoder-decoder model that a config builds: the order of the
+sub-layers and norms (Post-LN or Pre-LN, with the final norm Pre-LN adds), the kind of positional
+encoding, the norm, the activation, the heads (and key/value heads), the widths and the depth. The
+landing page's figure is this function's output for the paper's base model (``make figures``
+writes it; a test checks that the stored file is what the code draws). :func:`multi_head_figure`
+draws how multi-head attention splits ``(B, T, d_model)`` into heads and merges them back.
+
+Both figures sit on an opaque white card, so that they read the same in the light and dark themes.
+A leaf module (matplotlib only); nothing in the package imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch, Rectangle
+
+from ..config import TransformerConfig
+
+__all__ = ["architecture_figure", "multi_head_figure", "save_svg"]
+
+COLOURS = {
+    "attention": "#f9d3a5",
+    "feedforward": "#bcdcf3",
+    "norm": "#f3efb0",
+    "add": "#e6e6e6",
+    "embedding": "#f4c5d1",
+    "output": "#d8caf0",
+}
+INK = "#1a1a1a"
+BOX_W, BOX_H, GAP = 4.4, 0.62, 0.28
+
+
+@dataclass(frozen=True)
+class _Box:
+    """One box of a column: its label, its colour key, and whether a residual path ends at it."""
+
+    label: str
+    kind: str
+    residual_from: int | None = None  # index (within the layer) of the box whose input the path starts at
+
+
+def _norm_name(config: TransformerConfig) -> str:
+    return {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[config.norm]
+
+
+def _attention_label(config: TransformerConfig, what: str) -> str:
+    kv = config.kv_heads
+    heads = f"h = {config.num_heads}" + (f", {kv} key/value heads" if kv != config.num_heads else "")
+    rope = ", RoPE" if config.positional == "rope" and what != "cross-attention" else ""
+    return f"{what}\n({heads}{rope})"
+
+
+def _sublayers(config: TransformerConfig, decoder: bool) -> list[tuple[str, str]]:
+    """The sub-layers of one layer, bottom to top: (label, colour key)."""
+    ff = f"feed-forward\n({config.d_model} -> {config.d_ff} -> {config.d_model}, {config.activation})"
+    subs = [(_attention_label(config, "masked self-attention" if decoder else "self-attention"), "attention")]
+    if decoder:
+        subs.append((_attention_label(config, "cross-attention"), "attention"))
+    return [*subs, (ff, "feedforward")]
+
+
+def _layer_boxes(config: TransformerConfig, decoder: bool) -> list[_Box]:
+    """One encoder or decoder layer as the code builds it (see :mod:`~transformer_lib.nn.layers`)."""
+    norm, boxes = _norm_name(config), []
+    for label, kind in _sublayers(config, decoder):
+        start = len(boxes)
+        if config.norm_first:  # Pre-LN: x + dropout(sublayer(norm(x)))
+            boxes += [_Box(norm, "norm"), _Box(label, kind), _Box("add (residual)", "add", start)]
+        else:  # Post-LN: norm(x + dropout(sublayer(x)))
+            boxes += [_Box(label, kind), _Box(f"add & {norm}", "norm", start)]
+    return boxes
+
+
+def _draw_box(ax: Axes, x: float, y: float, box: _Box) -> None:
+    patch = FancyBboxPatch(
+        (x - BOX_W / 2, y), BOX_W, BOX_H, boxstyle="round,pad=0.02,rounding_size=0.12",
+        facecolor=COLOURS[box.kind], edgecolor=INK, linewidth=0.9,
+    )  # fmt: skip
+    ax.add_patch(patch)
+    size = 7.2 if "\n" in box.label else 8.5
+    ax.text(x, y + BOX_H / 2, box.label, ha="center", va="center", fontsize=size, color=INK)
+
+
+def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float]) -> None:
+    ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "color": INK, "lw": 0.9})
+
+
+def _residual(ax: Axes, x: float, y_from: float, y_to: float, side: float) -> None:
+    """A skip path from below a box at ``y_from`` up the side to the add box at ``y_to``."""
+    edge = x + side * (BOX_W / 2 + 0.35)
+    ax.plot([x, edge, edge], [y_from, y_from, y_to + BOX_H / 2], color=INK, lw=0.8)
+    _arrow(ax, (edge, y_to + BOX_H / 2), (x + side * BOX_W / 2, y_to + BOX_H / 2))
+
+
+def _draw_stack(ax: Axes, x: float, y: float, boxes: list[_Box], side: float) -> tuple[float, list[float]]:
+    """Draw a layer's boxes upwards from ``y``; return the top and each box's bottom."""
+    bottoms = []
+    for i, box in enumerate(boxes):
+        bottoms.append(y)
+        _draw_box(ax, x, y, box)
+        if box.residual_from is not None:
+            _residual(ax, x, bottoms[box.residual_from] - GAP / 2, y, side)
+        if i + 1 < len(boxes):
+            _arrow(ax, (x, y + BOX_H), (x, y + BOX_H + GAP))
+        y += BOX_H + GAP
+    return y - GAP, bottoms
+
+
+def _embedding_boxes(config: TransformerConfig, side: str) -> list[_Box]:
+    vocab = config.src_vocab_size if side == "source" else config.tgt_vocab_size
+    label = f"{side} embedding x sqrt(d_model)\n(vocabulary {vocab:,}, d_model = {config.d_model})"
+    positional = {
+        "sinusoidal": "+ sinusoidal positional encoding",
+        "learned": "+ learned positional table",
+        "rope": "(positions: RoPE, inside self-attention)",
+    }[config.positional]
+    return [_Box(label, "embedding"), _Box(positional, "embedding")]
+
+
+def _frame(ax: Axes, x: float, bottom: float, top: float, layers: int, side: float) -> None:
+    """The rounded frame around one layer, with its repeat count."""
+    pad = 0.55
+    frame = FancyBboxPatch(
+        (x - BOX_W / 2 - pad, bottom - 0.2), BOX_W + 2 * pad, top - bottom + 0.4,
+        boxstyle="round,pad=0.02,rounding_size=0.25", facecolor="none", edgecolor="#555555", linewidth=1.1,
+    )  # fmt: skip
+    ax.add_patch(frame)
+    label_x = x + side * (BOX_W / 2 + pad + 0.25)
+    ax.text(label_x, (bottom + top) / 2, f"{layers} x", ha="left" if side > 0 else "right", va="center",
+            fontsize=11, color=INK, fontweight="bold")  # fmt: skip
+
+
+def _column(ax: Axes, config: TransformerConfig, x: float, decoder: bool) -> dict[str, float]:
+    """Embedding, the repeated layer and (Pre-LN) the final norm of one stack; returns key heights."""
+    side = 1.0 if decoder else -1.0
+    top, _ = _draw_stack(ax, x, 0.0, _embedding_boxes(config, "target" if decoder else "source"), side)
+    _arrow(ax, (x, top), (x, top + 0.7))
+    layer_bottom = top + 0.7
+    layer_top, bottoms = _draw_stack(ax, x, layer_bottom, _layer_boxes(config, decoder), side)
+    layers = config.num_decoder_layers if decoder else config.num_encoder_layers
+    _frame(ax, x, layer_bottom, layer_top, layers, side)
+    out = layer_top
+    if config.norm_first:
+        _arrow(ax, (x, out), (x, out + 0.7))
+        _draw_box(ax, x, out + 0.7, _Box(f"final {_norm_name(config)}", "norm"))
+        out += 0.7 + BOX_H
+    cross = bottoms[4 if config.norm_first else 2] + BOX_H / 2 if decoder else 0.0  # the cross-attention box
+    return {"out": out, "cross": cross}
+
+
+def architecture_figure(config: TransformerConfig, title: str | None = None) -> Figure:
+    """The encoder-decoder model that ``config`` builds, in the layout of the paper's figure 1.
+
+    Left the encoder, right the decoder, each from its embedding up through one layer drawn once and
+    repeated ``N x``, with the residual paths; the encoder's output feeds every decoder layer's
+    cross-attention; the decoder ends in the output projection and the softmax.
+    """
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+    fig, ax = plt.subplots(figsize=(8.4, 10.6 if config.norm_first else 8.6))
+    fig.patch.set_facecolor("white")
+    enc_x, dec_x = 3.2, 10.0
+    enc = _column(ax, config, enc_x, decoder=False)
+    dec = _column(ax, config, dec_x, decoder=True)
+    # the encoder's output (memory) goes to every decoder layer's cross-attention
+    mid = (enc_x + dec_x) / 2 - 0.2
+    ax.plot([enc_x, enc_x, mid, mid], [enc["out"], enc["out"] + 0.45, enc["out"] + 0.45, dec["cross"]],
+            color=INK, lw=0.9)  # fmt: skip
+    _arrow(ax, (mid, dec["cross"]), (dec_x - BOX_W / 2, dec["cross"]))
+    ax.text(mid - 0.1, enc["out"] + 0.55, "memory: keys and values\nof every cross-attention", ha="right",
+            va="bottom", fontsize=7.5, color=INK)  # fmt: skip
+    tied = "\n(tied to the target embedding)" if config.tie_embeddings else ""
+    tied = "\n(the matrix of both embeddings)" if config.tie_embeddings and config.share_embeddings else tied
+    top, _ = _draw_stack(ax, dec_x, dec["out"] + 0.7, [
+        _Box(f"linear to {config.tgt_vocab_size:,} logits{tied}", "output"), _Box("softmax", "output"),
+    ], 1.0)  # fmt: skip
+    _arrow(ax, (dec_x, dec["out"]), (dec_x, dec["out"] + 0.7))
+    _arrow(ax, (dec_x, top), (dec_x, top + 0.5))
+    ax.text(dec_x, top + 0.6, "next-token probabilities", ha="center", va="bottom", fontsize=8.5, color=INK)
+    for x, label in ((enc_x, "source tokens (B, S)"), (dec_x, "target tokens, shifted right (B, T)")):
+        ax.text(x, -0.35, label, ha="center", va="top", fontsize=8.5, color=INK)
+    placement = "Pre-LN" if config.norm_first else "Post-LN (the paper)"
+    ax.set_title(title or f"{placement}, dropout {config.dropout:g}", fontsize=11, color=INK)
+    ax.set_xlim(-0.3, 13.6)
+    ax.set_ylim(-1.0, top + 1.3)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def _tensor(ax: Axes, x: float, y: float, rows: int, cols: int, colours: list[str], cell: float = 0.32) -> None:
+    """A ``rows x cols`` grid at (x, y) (lower left), column ``j`` coloured ``colours[j]``."""
+    for r in range(rows):
+        for c in range(cols):
+            square = Rectangle((x + c * cell, y + r * cell), cell, cell, facecolor=colours[c], edgecolor=INK, lw=0.5)
+            ax.add_patch(square)
+
+
+def multi_head_figure(seq_len: int = 4, d_model: int = 8, num_heads: int = 2) -> Figure:
+    """How multi-head attention splits ``(B, T, d_model)`` into ``h`` heads of width ``d_k`` and merges them.
+
+    One sequence (``B`` = 1) of ``seq_len`` positions; each feature column is coloured by the head it
+    goes to, so the figure shows that ``view`` + ``transpose`` hands head ``i`` the ``i``-th block of
+    ``d_k`` consecutive features, and that the merge puts them back in the same place.
+
+    Shape:
+        left: ``(B, T, d_model)``; middle: ``(B, h, T, d_k)``; right: ``(B, T, d_model)``.
+    """
+    for name, value in (("seq_len", seq_len), ("d_model", d_model), ("num_heads", num_heads)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 16:
+            raise ValueError(f"{name} must be an int from 1 to 16 (the figure draws every element), got {value!r}")
+    if d_model % num_heads:
+        raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+    d_k, cell = d_model // num_heads, 0.32
+    palette = ["#f9a65a", "#6bb6e8", "#8fd18f", "#e88fb4", "#c3a6ea", "#f2dc6b", "#9ad9d2", "#d9b48f"]
+    head_of = [palette[j // d_k % len(palette)] for j in range(d_model)]
+    fig, ax = plt.subplots(figsize=(11.0, 3.4))
+    fig.patch.set_facecolor("white")
+    width, mid_y, gap = d_model * cell, seq_len * cell / 2, 2.4
+    _tensor(ax, 0.0, 0.0, seq_len, d_model, head_of, cell)
+    ax.text(width / 2, seq_len * cell + 0.25, f"Q = x W_Q (likewise K, V)\n(B, T, d_model) = (1, {seq_len}, {d_model})",
+            ha="center", fontsize=8.5, color=INK)  # fmt: skip
+    x = width + gap
+    _arrow(ax, (width + 0.2, mid_y), (x - 0.2, mid_y))
+    ax.text(width + gap / 2, mid_y + 0.15, "view(B, T, h, d_k)\n.transpose(1, 2)", ha="center",
+            va="bottom", fontsize=7.5, color=INK)  # fmt: skip
+    for h in range(num_heads):
+        left = x + h * (d_k * cell + 0.35)
+        _tensor(ax, left, 0.0, seq_len, d_k, head_of[h * d_k : (h + 1) * d_k], cell)
+        ax.text(left + d_k * cell / 2, -0.12, f"head {h + 1}", ha="center", va="top", fontsize=7.5, color=INK)
+    heads_w = num_heads * (d_k * cell + 0.35) - 0.35
+    ax.text(x + heads_w / 2, seq_len * cell + 0.25, f"heads (B, h, T, d_k)\n= (1, {num_heads}, {seq_len}, {d_k})",
+            ha="center", fontsize=8.5, color=INK)  # fmt: skip
+    ax.text(x + heads_w / 2, -0.5, "attention runs in every head at once", ha="center", va="top", fontsize=8, color=INK)
+    x2 = x + heads_w + gap
+    _arrow(ax, (x + heads_w + 0.2, mid_y), (x2 - 0.2, mid_y))
+    ax.text(x + heads_w + gap / 2, mid_y + 0.15, ".transpose(1, 2)\n.reshape(B, T, d_model)",
+            ha="center", va="bottom", fontsize=7.5, color=INK)  # fmt: skip
+    _tensor(ax, x2, 0.0, seq_len, d_model, head_of, cell)
+    ax.text(x2 + width / 2, seq_len * cell + 0.25, "heads side by side (B, T, d_model)\nthen W_O mixes them",
+            ha="center", fontsize=8.5, color=INK)  # fmt: skip
+    ax.set_xlim(-0.3, x2 + width + 0.3)
+    ax.set_ylim(-0.9, seq_len * cell + 1.1)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def save_svg(fig: Figure, path: str | Path) -> Path:
+    """Write ``fig`` as an SVG whose bytes depend on the figure only (no date, fixed ids): reproducible."""
+    path = Path(path)
+    with plt.rc_context({"svg.hashsalt": "build-a-transformer", "svg.fonttype": "path"}):
+        fig.savefig(path, format="svg", metadata={"Date": None}, facecolor=fig.get_facecolor(),
+                    bbox_inches="tight", pad_inches=0.15)  # fmt: skip
+    return path

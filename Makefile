@@ -47,8 +47,12 @@ book: $(STAMP)
 	@echo
 	@echo "The book is built. Open it in a browser: file://$(CURDIR)/_build/html/index.html"
 
+# The chapters' code cells too: formatted by ruff, no line wider than the book's code boxes
+# (chapters/ruff.toml).
 lint: $(STAMP)
 	$(PY) -m ruff check transformer_lib tests benchmarks scripts _ext conftest.py
+	$(PY) -m ruff format --check chapters
+	$(PY) -m ruff check chapters
 
 # Debian's chromium and the pinned CDN scripts for tests/test_browser.py (never fails; see the script).
 browser-setup:

@@ -25,7 +25,8 @@ BRANCH = CONFIG["repository"]["branch"]
 # package with the `book` extra from the repository and branch that _config.yml names (the same
 # ones the launch buttons open); tests/test_colab.py runs this cell in an emulated Colab.
 COLAB_CELL = f"""\
-# On Google Colab, install the book's package and what the chapters import (elsewhere `make book` did).
+# On Google Colab, install the book's package and what the chapters import (elsewhere
+# `make book` did).
 import sys
 
 if "google.colab" in sys.modules:

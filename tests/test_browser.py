@@ -166,9 +166,13 @@ class PageLog:
         )
 
 
-def _open(browser: Any, site_url: str, path: str) -> tuple[Any, PageLog]:
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}  # a common phone's CSS pixels
+
+
+def _open(browser: Any, site_url: str, path: str, viewport: dict[str, int] = DESKTOP) -> tuple[Any, PageLog]:
     """A new page with the offline routing and the logging in place, loaded at ``site_url + path``."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+    context = browser.new_context(viewport=viewport, service_workers="block")
     page = context.new_page()
     page.set_default_timeout(30_000)
     log = PageLog(site_url)
@@ -248,6 +252,18 @@ def _check_math(page: Any) -> list[str]:
     return problems
 
 
+# Code cells whose text is wider than their box, so that the reader has to scroll sideways.
+# (Collapsed cells, such as the quiz answers, are not laid out: their width is checked once opened.)
+WIDE_CODE = """() => [...document.querySelectorAll('.cell_input pre')]
+  .filter(pre => pre.getClientRects().length > 0 && pre.scrollWidth > pre.clientWidth + 1)
+  .map(pre => pre.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 100))"""
+
+
+def _check_code_width(page: Any) -> list[str]:
+    wide = page.evaluate(WIDE_CODE)
+    return [f"a code cell scrolls sideways at this width; its longest line: {line!r}" for line in wide]
+
+
 def _check_widgets(page: Any) -> list[str]:
     views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
     if views == 0:
@@ -312,6 +328,7 @@ def test_page(browser: Any, site_url: str, path: str, sliders: dict[str, Any]) -
         problems += [f"image did not load: {src}" for src in page.evaluate(WAIT_FOR_IMAGES)]
         plotly_problems, responded = _check_plotly(page, path)
         problems += plotly_problems
+        problems += _check_code_width(page)
         sliders["responded"] += responded
         sliders["visited"].add(path)
 
@@ -354,3 +371,78 @@ def test_some_plotly_slider_responds(browser: Any, site_url: str, sliders: dict[
             finally:
                 page.context.close()
     assert sliders["responded"], "no page of the book has an interactive Plotly figure whose slider changes the plot"
+
+
+# Pages a reader opens first, checked at a phone's width too; their screenshots are committed to docs/.
+SHOWCASE = {"intro": "landing", "chapters/05_multi_head_attention": "chapter05", "chapters/11_translation": "chapter11"}
+DOCS = ROOT / "docs"
+
+
+@pytest.mark.parametrize("path", list(SHOWCASE))
+def test_page_at_phone_width(browser: Any, site_url: str, path: str) -> None:
+    """No console error, script error or failed request at a phone's width; a screenshot for docs/."""
+    page, log = _open(browser, site_url, path + ".html", viewport=PHONE)
+    try:
+        problems = [f"image did not load: {src}" for src in page.evaluate(WAIT_FOR_IMAGES)]
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        if overflow > 1:
+            problems.append(f"the page is {overflow} px wider than the phone's screen")
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"{SHOWCASE[path]}.phone.png"))
+        problems += log.problems()
+    finally:
+        page.context.close()
+    assert not problems, f"{path}.html at {PHONE['width']} px:\n  " + "\n  ".join(problems)
+
+
+def test_the_landing_page_shows_the_architecture_figure(browser: Any, site_url: str) -> None:
+    page, log = _open(browser, site_url, "intro.html")
+    try:
+        page.evaluate(WAIT_FOR_IMAGES)
+        sizes = page.eval_on_selector_all(
+            'img[src*="architecture"]', "imgs => imgs.map(i => [i.naturalWidth, i.getBoundingClientRect().width])"
+        )
+        assert sizes, "intro.html has no architecture figure"
+        readable = all(natural > 0 and shown > 200 for natural, shown in sizes)
+        assert readable, f"the figure is not drawn at a readable size: {sizes}"
+        page.screenshot(path=str(SCREENSHOTS / "landing.desktop.png"))
+        assert not log.problems(), log.problems()
+    finally:
+        page.context.close()
+
+
+def test_the_glossary_renders_its_terms_and_chapters_link_to_them(browser: Any, site_url: str) -> None:
+    page, log = _open(browser, site_url, "glossary.html")
+    try:
+        terms = page.locator("dl.glossary dt").count()
+        assert terms >= 50, f"the glossary page shows {terms} terms"
+        assert page.locator("dl.glossary dd").first.inner_text().strip()
+    finally:
+        page.context.close()
+    page, _ = _open(browser, site_url, "chapters/03_attention_and_masks.html")
+    try:
+        href = page.locator("a.reference .std-term").first.evaluate("el => el.closest('a').href")
+        assert "glossary.html#term-" in href, href
+    finally:
+        page.context.close()
+
+
+def test_a_quiz_answer_opens_on_click(browser: Any, site_url: str) -> None:
+    """The answers are hidden behind "Show answers"; a click shows the answer cell's code and output."""
+    page, log = _open(browser, site_url, "chapters/05_multi_head_attention.html")
+    try:
+        toggle = page.locator("details.hide summary", has_text="Show answers")
+        assert toggle.count() == 1, "no 'Show answers' toggle on the page"
+        details = toggle.locator("xpath=..")
+        answer = details.locator(".cell_output, .cell_input").first
+        assert not answer.is_visible(), "the answer is visible before the click"
+        toggle.scroll_into_view_if_needed()
+        toggle.click()
+        assert details.evaluate("el => el.open"), "the toggle did not open"
+        assert answer.is_visible(), "the answer is still hidden after the click"
+        assert not _check_code_width(page), _check_code_width(page)
+        page.wait_for_timeout(600)  # the toggle's fade-in
+        page.screenshot(path=str(SCREENSHOTS / "chapter05.quiz-open.png"))
+        assert not log.problems(), log.problems()
+    finally:
+        page.context.close()

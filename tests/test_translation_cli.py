@@ -150,6 +150,25 @@ def test_max_steps_is_a_step_budget_that_lifts_the_time_budget(
         translation.translation_profile("cpu", max_steps=0)
 
 
+def test_time_budget_lifts_the_step_limit_and_excludes_max_steps(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(cli, "run_translation", lambda **kwargs: seen.update(kwargs) or {"task": "translation"})
+    code, _, err = _main(["translate", "--profile", "cpu", "--time-budget", "1800", "--device", "cpu"], capsys)
+    assert code == 0, err
+    profile = seen["profile"]
+    assert (profile.max_steps, profile.max_epochs, profile.time_budget_s) == (None, None, 1800.0)
+    assert profile.train_config(seed=0, progress=False).time_budget_s == 1800.0
+    with pytest.raises(SystemExit):
+        cli.main(["translate", "--profile", "cpu", "--time-budget", "60", "--max-steps", "5"])
+    assert "not allowed with argument" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="not both"):
+        translation.translation_profile("cpu", max_steps=5, time_budget_s=60.0)
+    with pytest.raises(ValueError, match="time_budget_s must be a positive number"):
+        translation.translation_profile("cpu", time_budget_s=0)
+
+
 def test_tokenizer_is_trained_on_the_training_split_only(multi30k_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[list[tuple[str, str]]] = []
 

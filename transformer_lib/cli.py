@@ -104,14 +104,21 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument(
         "--profile",
         choices=PROFILES,
-        help="smoke (seconds, for the tests), cpu (30 minutes of training), gpu (one GPU); "
+        help="smoke (seconds, for the tests), cpu (900 steps, at most 30 minutes of training), gpu (one GPU); "
         "default: gpu on CUDA, else cpu ($TRANSFORMER_PROFILE overrides; make test sets it to smoke)",
     )
-    translate.add_argument(
+    budget = translate.add_mutually_exclusive_group()
+    budget.add_argument(
         "--max-steps",
         type=_positive_int,
         metavar="N",
-        help="train exactly N optimizer steps, instead of the profile's time budget",
+        help="train exactly N optimizer steps, instead of the profile's limits",
+    )
+    budget.add_argument(
+        "--time-budget",
+        type=_positive_int,
+        metavar="SECONDS",
+        help="train for SECONDS of training steps, with no step limit, instead of the profile's limits",
     )
     translate.add_argument(
         "--results",
@@ -179,7 +186,9 @@ def _run_copy(args: argparse.Namespace) -> int:
 def _run_translate(args: argparse.Namespace) -> int:
     device = _training_device(args.device)
     try:
-        profile = translation_profile(args.profile or default_profile(device), max_steps=args.max_steps)
+        profile = translation_profile(
+            args.profile or default_profile(device), max_steps=args.max_steps, time_budget_s=args.time_budget
+        )
     except ValueError as error:  # a bad TRANSFORMER_PROFILE
         raise CLIError(str(error)) from None
     try:

@@ -201,17 +201,26 @@ TRANSLATION_PROFILES: dict[str, TranslationProfile] = {
 }
 
 
-def translation_profile(name: str, max_steps: int | None = None) -> TranslationProfile:
+def translation_profile(
+    name: str, max_steps: int | None = None, time_budget_s: float | None = None
+) -> TranslationProfile:
     """The profile called ``name`` (``"smoke"``, ``"cpu"`` or ``"gpu"``).
 
     With ``max_steps`` the run trains for exactly that many optimizer steps (a step budget): the
     profile's time budget and epoch limit are lifted, so the result does not depend on the
-    machine's speed.
+    machine's speed. With ``time_budget_s`` it trains for that many seconds of training steps (a
+    time budget): the step and epoch limits are lifted, and a linear schedule ends at the budget.
     """
     if name not in TRANSLATION_PROFILES:
         raise ValueError(f"profile={name!r} is not one of {list(TRANSLATION_PROFILES)}")
     profile = TRANSLATION_PROFILES[name]
-    if max_steps is None:
-        return profile
-    check_positive_int("max_steps", max_steps)
-    return replace(profile, max_steps=max_steps, max_epochs=None, time_budget_s=None)
+    if max_steps is not None and time_budget_s is not None:
+        raise ValueError("give max_steps (a step budget) or time_budget_s (a time budget), not both")
+    if max_steps is not None:
+        check_positive_int("max_steps", max_steps)
+        return replace(profile, max_steps=max_steps, max_epochs=None, time_budget_s=None)
+    if time_budget_s is not None:
+        if isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float)) or not time_budget_s > 0:
+            raise ValueError(f"time_budget_s must be a positive number of seconds, got {time_budget_s!r}")
+        return replace(profile, max_steps=None, max_epochs=None, time_budget_s=float(time_budget_s))
+    return profile

@@ -242,10 +242,15 @@ def test_landing_page_shows_the_colab_cell_the_notebooks_run() -> None:
     assert COLAB_CELL in [block.strip() for block in blocks], "intro.md does not show the notebooks' Colab cell"
 
 
-def test_readme_shows_a_screenshot_taken_by_the_browser_test() -> None:
+@pytest.mark.parametrize(
+    ("name", "size"),
+    [("screenshot.png", (1280, 900)), ("chapter05-answers.png", (1280, 900)), ("chapter11-phone.png", (390, 844))],
+)
+def test_readme_shows_screenshots_taken_by_the_browser_test(name: str, size: tuple[int, int]) -> None:
+    """The landing page at a desktop's size, a chapter with its answers opened, and a chapter at a phone's width."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "![" in readme and "(docs/screenshot.png)" in readme
-    png = (ROOT / "docs" / "screenshot.png").read_bytes()
+    assert f"(docs/{name})" in readme
+    png = (ROOT / "docs" / name).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-    assert (width, height) == (1280, 900), "docs/screenshot.png: copy a _build/screenshots/*.top.png"
+    assert (width, height) == size, f"docs/{name}: copy the browser test's screenshot from _build/screenshots/"

@@ -5,7 +5,7 @@ request, every formula typeset by MathJax (and none of them a TeX error), every 
 Plotly figure drawn, the ipywidgets rendered, the Colab link of a notebook page pointing at that
 notebook on GitHub, and every Plotly figure with a slider redrawing when the slider moves. A
 screenshot of each page's first screen goes to ``_build/screenshots/`` (``NAME.top.png``;
-``docs/screenshot.png`` in the README is one of them); with ``BOOK_SCREENSHOTS=full`` (``make
+``docs/`` holds three of them for the README); with ``BOOK_SCREENSHOTS=full`` (``make
 screenshots``) a full-page one too (``NAME.jpg``), which takes seconds per page.
 
 The test runs offline: the site is served from ``_build/html`` by a local ``http.server``; the

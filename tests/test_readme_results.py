@@ -1,0 +1,80 @@
+"""Every number of the README's results table comes from the committed file or stored output its row names.
+
+Each row of the table under ``## Results`` names its source in the last column but one: a JSON file of
+``results/`` or ``benchmarks/results/`` (what a benchmark printed), or a chapter whose stored outputs
+printed the figures. Every number in the row's *result* cell must occur in that source, to the
+decimals the README shows: a figure that no run produced, or that a later run changed, fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+
+
+def results_rows() -> list[list[str]]:
+    """The rows of the README's results table, as lists of cells (header and rule excluded)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    cells = [[c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]] for row in rows[2:]]
+    return cells
+
+
+def numbers_in(value: Any) -> list[float]:
+    """Every number in a JSON value: numeric leaves, and numbers written inside strings."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    if isinstance(value, str):
+        return [float(m.replace(",", "")) for m in NUMBER.findall(value)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in numbers_in(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in numbers_in(v)]
+    return []
+
+
+def source_numbers(source: str) -> list[float]:
+    """The numbers a source holds: a JSON file's values, or the text a notebook's stored outputs printed."""
+    path = ROOT / source
+    assert path.is_file(), f"the README names {source}, which is not in the repository"
+    if path.suffix == ".json":
+        return numbers_in(json.loads(path.read_text(encoding="utf-8")))
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    texts = []
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            texts.append("".join(output.get("text", "")))
+            texts.append("".join(output.get("data", {}).get("text/plain", "")))
+    return numbers_in("\n".join(texts))
+
+
+def shown_in(token: str, numbers: list[float]) -> bool:
+    decimals = len(token.split(".")[1]) if "." in token else 0
+    value = float(token.replace(",", ""))
+    return any(round(x, decimals) == value for x in numbers)
+
+
+def test_the_results_table_has_rows_and_each_names_its_source():
+    rows = results_rows()
+    assert len(rows) >= 5
+    for row in rows:
+        sources = re.findall(r"`([^`]+\.(?:json|ipynb))`", row[-2])
+        assert sources, f"row {row[0]!r} names no result file or chapter in its source column"
+
+
+@pytest.mark.parametrize("row", results_rows(), ids=lambda row: row[0][:40])
+def test_every_number_of_a_result_comes_from_its_source(row):
+    sources = re.findall(r"`([^`]+\.(?:json|ipynb))`", row[-2])
+    numbers = [x for source in sources for x in source_numbers(source)]
+    missing = [token for token in NUMBER.findall(row[1]) if not shown_in(token, numbers)]
+    assert not missing, f"row {row[0]!r}: {missing} appear in none of {sources}"

@@ -13,6 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results" / "translation-cpu.json"
 SEED_1 = ROOT / "results" / "translation-cpu-900-seed1.json"  # the same 900 steps from the command line
+THIRTY_MINUTES = ROOT / "results" / "translation-cpu-30min-seed0.json"  # --time-budget 1800, no step limit
 CHAPTER = ROOT / "chapters" / "11_translation.ipynb"
 
 
@@ -58,3 +59,12 @@ def test_chapter_11_states_the_second_seed_of_the_same_budget() -> None:
     assert f"{second['bleu']:.2f} / {second['bleu_beam']:.2f}" in markdown
     mean = (first["bleu"] + second["bleu"]) / 2, (first["bleu_beam"] + second["bleu_beam"]) / 2
     assert f"{mean[0]:.2f} / {mean[1]:.2f}" in markdown, "the chapter's mean of the two seeds"
+
+
+def test_chapter_11_states_the_30_minute_run() -> None:
+    record = json.loads(THIRTY_MINUTES.read_text(encoding="utf-8"))["results"]
+    assert record["stop_reason"] == "time_budget" and record["config"]["time_budget_s"] == 1800.0
+    assert record["config"]["max_steps"] is None and record["seed"] == 0
+    markdown, _ = _chapter()
+    assert f"{record['bleu']:.2f} / {record['bleu_beam']:.2f}" in markdown
+    assert f"{record['steps']:,} steps" in markdown

@@ -62,6 +62,8 @@ def colab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     env_dir = root / "env"
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
     python = env_dir / "bin" / "python"
+    # Colab's pip is recent; the one venv bundles may be too old for a git+file:// URL with no host.
+    _run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
     _run([str(python), "-m", "pip", "install", "-q", *_pins()])
 
     commit = _run(["git", "-C", str(ROOT), "rev-parse", "HEAD"]).stdout.strip()

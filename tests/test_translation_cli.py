@@ -135,14 +135,21 @@ def test_beam_translate_text_uses_the_beam(smoke: dict[str, Any], capsys: pytest
     assert out.splitlines() == expected
 
 
+def _profile_given(
+    budget: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> translation.TranslationProfile:
+    """The profile `translate --profile cpu BUDGET` hands to run_translation (which does not run)."""
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(cli, "run_translation", lambda **kwargs: seen.update(kwargs) or {"task": "translation"})
+    code, _, err = _main(["translate", "--profile", "cpu", *budget, "--device", "cpu"], capsys)
+    assert code == 0, err
+    return seen["profile"]
+
+
 def test_max_steps_is_a_step_budget_that_lifts_the_time_budget(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seen: dict[str, Any] = {}
-    monkeypatch.setattr(cli, "run_translation", lambda **kwargs: seen.update(kwargs) or {"task": "translation"})
-    code, out, err = _main(["translate", "--profile", "cpu", "--max-steps", "7", "--device", "cpu"], capsys)
-    assert code == 0, err
-    profile = seen["profile"]
+    profile = _profile_given(["--max-steps", "7"], monkeypatch, capsys)
     assert (profile.max_steps, profile.max_epochs, profile.time_budget_s) == (7, None, None)
     cpu = translation.TRANSLATION_PROFILES["cpu"]
     assert replace(profile, max_steps=cpu.max_steps, max_epochs=cpu.max_epochs, time_budget_s=cpu.time_budget_s) == cpu
@@ -153,11 +160,7 @@ def test_max_steps_is_a_step_budget_that_lifts_the_time_budget(
 def test_time_budget_lifts_the_step_limit_and_excludes_max_steps(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seen: dict[str, Any] = {}
-    monkeypatch.setattr(cli, "run_translation", lambda **kwargs: seen.update(kwargs) or {"task": "translation"})
-    code, _, err = _main(["translate", "--profile", "cpu", "--time-budget", "1800", "--device", "cpu"], capsys)
-    assert code == 0, err
-    profile = seen["profile"]
+    profile = _profile_given(["--time-budget", "1800"], monkeypatch, capsys)
     assert (profile.max_steps, profile.max_epochs, profile.time_budget_s) == (None, None, 1800.0)
     assert profile.train_config(seed=0, progress=False).time_budget_s == 1800.0
     with pytest.raises(SystemExit):

@@ -25,21 +25,22 @@ Usage::
     .venv/bin/python benchmarks/variants.py --quick     # tiny budgets, translation for 2 variants (the tests)
     .venv/bin/python benchmarks/variants.py --copy-seeds 0 1 2 3 4 --translation-seeds 0 1 --variants baseline rope
 
-* **Translation, ``cpu`` profile** (chapter 11's translator: all 29,000 training pairs, an 8,000-token
-  BPE vocabulary, d_model 256, 3+3 layers, Pre-LN; the 1,000 sentences of test_2016_flickr). One
-  variant costs about 21 minutes on 2 Intel Xeon cores (2 threads), too long for a notebook, so each
-  is run on its own under a step budget (``--translation-steps``; 859 is the number of steps chapter
-  11's 30 minutes gave on an AMD EPYC), and ``--append-to`` collects the results in
-  ``benchmarks/results/variants_translation_cpu.json``, which chapter 15 reads back. The baseline runs
-  a second time with seed 1 as the yardstick::
+* **Translation, ``cpu`` profile** (chapter 11's translator and recipe: all 29,000 training pairs, an
+  8,000-token BPE vocabulary, d_model 256, 3+3 layers, Pre-LN, a linear schedule with a peak of 2e-3
+  after 300 warmup steps; the 1,000 sentences of test_2016_flickr). One run costs 15 to 25 minutes on
+  2 CPU cores, too long for a notebook, so each is run on its own under a step budget
+  (``--translation-steps``; 900 is the profile's own step budget), and ``--append-to`` collects the
+  results in ``benchmarks/results/variants_translation_cpu.json``, which chapter 15 reads back. Every
+  variant runs with seeds 0 and 1; the two seeds of the baseline are the yardstick. Two processes of one
+  thread each, one per seed, on a 2-core machine::
 
-    f=benchmarks/results/variants_translation_cpu.json
-    for v in baseline post-ln rope modern; do
-      .venv/bin/python benchmarks/variants.py --variants $v --copy-seeds --noise-seeds --threads 2 \
-        --translation-profile cpu --translation-steps 859 --translation-seeds 0 --append-to $f
-    done
-    .venv/bin/python benchmarks/variants.py --variants baseline --copy-seeds --noise-seeds --threads 2 \
-      --translation-profile cpu --translation-steps 859 --translation-seeds 1 --append-to $f
+    for seed in 0 1; do
+      for v in baseline post-ln rope modern; do
+        .venv/bin/python benchmarks/variants.py --variants $v --copy-seeds --noise-seeds --threads 1 \
+          --translation-profile cpu --translation-steps 900 --translation-seeds $seed \
+          --append-to seed$seed.json
+      done &
+    done; wait   # then the runs of seed0.json and seed1.json, merged, are the results file
 
 ``noise`` in the output repeats the baseline with the ``--noise-seeds`` (default 2 and 3): the spread
 of its numbers over seeds is the yardstick for the differences between variants. The full run takes

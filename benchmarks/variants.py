@@ -40,7 +40,15 @@ Usage::
           --translation-profile cpu --translation-steps 900 --translation-seeds $seed \
           --append-to seed$seed.json
       done &
-    done; wait   # then the runs of seed0.json and seed1.json, merged, are the results file
+    done; wait
+    .venv/bin/python - <<'EOF'   # the two files, in the order variant, seed, as the results file
+    import json
+    order = ["baseline", "post-ln", "rope", "modern"]
+    runs = [r for s in (0, 1) for r in json.load(open(f"seed{s}.json"))["runs"]]
+    runs.sort(key=lambda r: (order.index(r["translation"][0]["variant"]), r["translation_seeds"][0]))
+    out = open("benchmarks/results/variants_translation_cpu.json", "w")
+    json.dump({"benchmark": "variants", "runs": runs}, out, indent=1)
+    EOF
 
 ``noise`` in the output repeats the baseline with the ``--noise-seeds`` (default 2 and 3): the spread
 of its numbers over seeds is the yardstick for the differences between variants. The full run takes

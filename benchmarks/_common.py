@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from transformer_lib.config import TransformerConfig
-from transformer_lib.runtime import pick_device
+from transformer_lib.runtime import cpu_name, machine_name, pick_device
 from transformer_lib.tasks.translation import translation_profile
 
 
@@ -33,18 +33,6 @@ def load_average() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except (AttributeError, OSError):
         return None
-
-
-def cpu_name() -> str:
-    """The CPU's model name (from /proc/cpuinfo on Linux), else what ``platform`` knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def cpu_flags(wanted: Sequence[str] = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")) -> list[str]:
@@ -79,7 +67,7 @@ def machine_info(device: torch.device) -> dict[str, Any]:
     """Hardware and software facts that go into every result, and the load when this was called."""
     facts: dict[str, Any] = {
         "device": device.type,
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
+        "device_name": machine_name(device),
         "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
         "cpu_flags": cpu_flags(),

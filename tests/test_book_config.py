@@ -36,7 +36,9 @@ if "google.colab" in sys.modules:
     package = f"transformer-lib[book] @ git+{{url}}@{{branch}}"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)"""
 
-IGNORE_OUTPUT = "# NBVAL_IGNORE_OUTPUT"
+# nbval compares a cell's output unless the cell carries this tag (a tag, not a comment: no test
+# plumbing in the code a reader copies).
+IGNORE_OUTPUT = "nbval-ignore-output"
 # What a plotting cell shows when it does not end with plt.show(): the repr of the last artist.
 FIGURE_REPR = re.compile(r"^(<Figure size|\[?<matplotlib\.|Text\(|\[Text\()")
 
@@ -161,6 +163,17 @@ def test_first_code_cell_installs_the_package_on_colab(path: Path) -> None:
 
 
 @notebook
+def test_the_colab_cell_is_collapsed_and_no_test_plumbing_is_in_the_code(path: Path) -> None:
+    """The reader sees the chapter's code: set-up for Colab behind a toggle, nbval's marks as cell tags."""
+    cells = _code_cells(_load(path))
+    metadata = cells[0].get("metadata", {})
+    assert "hide-cell" in metadata.get("tags", []), "the Colab cell must be collapsed (tag hide-cell)"
+    assert metadata.get("mystnb", {}).get("code_prompt_show") == "Set-up for Google Colab"
+    for cell in cells:
+        assert "NBVAL" not in _source(cell), f"use the cell tag {IGNORE_OUTPUT!r}: {_source(cell)[:60]!r}"
+
+
+@notebook
 def test_second_code_cell_picks_the_device_and_seeds(path: Path) -> None:
     source = _source(_code_cells(_load(path))[1])
     assert "pick_device(" in source and "set_seed(" in source
@@ -223,7 +236,7 @@ def test_nbval_compares_at_least_half_of_the_printing_cells(path: Path) -> None:
         for c in _code_cells(_load(path))
         if any(o["output_type"] == "stream" or "text/plain" in o.get("data", {}) for o in c.get("outputs", []))
     ]
-    compared = [c for c in printing if not _source(c).lstrip().startswith(IGNORE_OUTPUT)]
+    compared = [c for c in printing if IGNORE_OUTPUT not in c.get("metadata", {}).get("tags", [])]
     assert 2 * len(compared) >= len(printing), (
         f"only {len(compared)} of {len(printing)} cells that print are compared by nbval"
     )

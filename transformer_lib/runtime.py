@@ -119,19 +119,40 @@ def resolve_amp(amp: str, device: torch.device) -> str:
     return amp_for_device(device.type, capability, cpu_flags() if device.type == "cpu" else ())
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what :mod:`platform` knows of it."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    # platform.processor() is empty on many Linux machines; the architecture is better than nothing.
+    return platform.processor() or platform.machine()
+
+
+def machine_name(device: torch.device | None = None) -> str:
+    """What a timing ran on, in one line: the GPU's name on CUDA, else the CPU's model name.
+
+    Every chapter and benchmark prints this under a number it measured.
+    """
+    if device is not None and device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device is not None and device.type == "mps":
+        return f"Apple MPS ({cpu_name()})"
+    return cpu_name()
+
+
 def describe_machine(device: torch.device | None = None) -> dict[str, object]:
     """Where a result was measured: CPU, logical CPUs, GPU, platform, Python and PyTorch versions."""
     import platform
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
-    except OSError:
-        pass
     gpu = torch.cuda.get_device_name(device) if device is not None and device.type == "cuda" else None
     return {
-        "cpu": cpu,
+        "cpu": cpu_name(),
         "logical_cpus": os.cpu_count(),
         "gpu": gpu,
         "platform": platform.platform(),

@@ -1,0 +1,60 @@
+"""The look shared by the concept pictures: colours, sizes and a few drawing helpers.
+
+Sizes are chosen for the page: a figure is at most 8 inches wide, so that the book shows it at about
+its natural size, and no label is smaller than ``SMALL`` points (about the body text's size on the
+page). Every figure sits on an opaque white card, readable in the light and dark themes.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch
+
+INK = "#1a1a1a"
+MUTED = "#666666"
+# One colour per kind of thing, the same in every chapter (and as in diagrams.py's architecture).
+COLOURS = {
+    "attention": "#f9d3a5",
+    "feedforward": "#bcdcf3",
+    "norm": "#f3efb0",
+    "add": "#e6e6e6",
+    "embedding": "#f4c5d1",
+    "output": "#d8caf0",
+    "token": "#dff0d8",
+    "mask": "#cfcfcf",
+}
+MAX_WIDTH = 8.0  # inches
+FONT = 12.0  # points: labels
+SMALL = 10.5  # points: the smallest text in any figure
+TITLE = 13.0
+
+
+def canvas(width: float, height: float) -> tuple[Figure, Axes]:
+    """A white figure with one axes without ticks, in data units equal in x and y."""
+    if width > MAX_WIDTH:
+        raise ValueError(f"width={width} inches is wider than a page's figure ({MAX_WIDTH} inches)")
+    fig, ax = plt.subplots(figsize=(width, height))
+    fig.patch.set_facecolor("white")
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax
+
+
+def box(ax: Axes, x: float, y: float, w: float, h: float, label: str = "", kind: str = "add",
+        size: float = FONT, **text) -> None:  # fmt: skip
+    """A rounded box centred at ``(x, y)``, filled with ``COLOURS[kind]``, with a centred label."""
+    patch = FancyBboxPatch(
+        (x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.1",
+        facecolor=COLOURS[kind], edgecolor=INK, linewidth=0.9,
+    )  # fmt: skip
+    ax.add_patch(patch)
+    if label:
+        ax.text(x, y, label, ha="center", va="center", fontsize=size, color=INK, **text)
+
+
+def arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], colour: str = INK,
+          width: float = 1.0) -> None:  # fmt: skip
+    """An arrow from ``start`` to ``end``."""
+    ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "color": colour, "lw": width})

@@ -1,0 +1,77 @@
+"""The book's running example (贯穿示例): one caption from Multi30k, carried through chapters 1-5.
+
+Chapter 1 splits the caption into words, gives each an id and looks up its vector; chapter 2 adds
+the positions; chapters 3 and 4 let the words attend to each other and to the German original;
+chapter 5 splits the same vectors across heads. Each chapter builds its own step in the open and
+then checks it against the function here, so that the next chapter can start where it stopped.
+
+The caption is line 1,967 of Multi30k's training split (English and German). Its vocabulary is the
+sentence's own words: a toy, enough to follow every number. Chapter 11 learns a real one.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from torch import Tensor
+
+from ..nn.embedding import TokenEmbedding
+from ..nn.positional import sinusoidal_table
+
+__all__ = ["ENGLISH", "GERMAN", "SPECIALS", "embed", "encode", "vocabulary", "words"]
+
+ENGLISH = "Two dogs play in the grass."
+GERMAN = "Zwei Hunde spielen im Gras."
+SPECIALS = ("<pad>", "<bos>", "<eos>")  # ids 0, 1, 2 in every vocabulary of the book
+
+
+def words(sentence: str) -> list[str]:
+    """The sentence lower-cased and split into words, punctuation split off as words of its own.
+
+    ``words("Two dogs play in the grass.")`` is ``["two", "dogs", "play", "in", "the", "grass", "."]``.
+    """
+    if not isinstance(sentence, str) or not sentence.strip():
+        raise ValueError(f"sentence must be a non-empty string, got {sentence!r}")
+    return re.findall(r"\w+|[^\w\s]", sentence.lower())
+
+
+def vocabulary(*sentences: str) -> dict[str, int]:
+    """Word -> id: the special tokens first, then each new word in the order the sentences use it."""
+    vocab = {token: i for i, token in enumerate(SPECIALS)}
+    for sentence in sentences:
+        for word in words(sentence):
+            vocab.setdefault(word, len(vocab))
+    return vocab
+
+
+def encode(sentence: str, vocab: dict[str, int]) -> Tensor:
+    """The ids of the sentence's words.
+
+    Shape:
+        ``(T,)``, ``T = len(words(sentence))``, dtype ``torch.long``.
+    """
+    unknown = [word for word in words(sentence) if word not in vocab]
+    if unknown:
+        raise ValueError(f"sentence has words the vocabulary lacks: {unknown}")
+    return torch.tensor([vocab[word] for word in words(sentence)])
+
+
+def embed(sentence: str = ENGLISH, d_model: int = 8, seed: int = 0, positions: bool = True) -> Tensor:
+    """The sentence as chapters 1 and 2 leave it: scaled token embeddings plus sinusoidal positions.
+
+    The embedding table is :class:`~transformer_lib.TokenEmbedding`'s, initialised right after
+    ``torch.manual_seed(seed)`` for the sentence's own vocabulary; ``positions=False`` stops after
+    chapter 1 (no positional encoding).
+
+    Shape:
+        ``(T, d_model)``.
+    """
+    vocab = vocabulary(sentence)
+    torch.manual_seed(seed)
+    table = TokenEmbedding(len(vocab), d_model, padding_idx=vocab["<pad>"])
+    with torch.no_grad():
+        x = table(encode(sentence, vocab)[None])[0]  # (1, T) -> (T, d_model)
+    if positions:
+        x = x + sinusoidal_table(x.size(0), d_model)
+    return x

@@ -120,7 +120,7 @@ def resolve_amp(amp: str, device: torch.device) -> str:
 
 
 def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what :mod:`platform` knows of it."""
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what Python's ``platform`` module knows of it."""
     import platform
 
     try:

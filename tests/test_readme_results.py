@@ -1,9 +1,11 @@
 """Every number of the README's results table comes from the committed file or stored output its row names.
 
-Each row of the table under ``## Results`` names its source in the last column but one: a JSON file of
+Each row of the table under ``## Results`` names its source in its *source* column: a JSON file of
 ``results/`` or ``benchmarks/results/`` (what a benchmark printed), or a chapter whose stored outputs
 printed the figures. Every number in the row's *result* cell must occur in that source, to the
 decimals the README shows: a figure that no run produced, or that a later run changed, fails here.
+The table stays readable (no cell over 40 words), and the headline at the top of the README is
+chapter 11's stored run.
 """
 
 from __future__ import annotations
@@ -19,13 +21,19 @@ ROOT = Path(__file__).resolve().parent.parent
 NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
 
 
-def results_rows() -> list[list[str]]:
-    """The rows of the README's results table, as lists of cells (header and rule excluded)."""
+def results_table() -> tuple[list[str], list[list[str]]]:
+    """The README's results table: its header, and its rows as lists of cells (the rule excluded)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("|")]
-    cells = [[c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]] for row in rows[2:]]
-    return cells
+    cells = [[c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]] for row in rows]
+    return cells[0], cells[2:]
+
+
+def results_rows() -> list[dict[str, str]]:
+    """The rows of the results table, each as {column name: cell}."""
+    header, rows = results_table()
+    return [dict(zip(header, row, strict=True)) for row in rows]
 
 
 def numbers_in(value: Any) -> list[float]:
@@ -68,13 +76,28 @@ def test_the_results_table_has_rows_and_each_names_its_source():
     rows = results_rows()
     assert len(rows) >= 5
     for row in rows:
-        sources = re.findall(r"`([^`]+\.(?:json|ipynb))`", row[-2])
-        assert sources, f"row {row[0]!r} names no result file or chapter in its source column"
+        sources = re.findall(r"`([^`]+\.(?:json|ipynb))`", row["source"])
+        assert sources, f"row {row['measurement']!r} names no result file or chapter in its source column"
 
 
-@pytest.mark.parametrize("row", results_rows(), ids=lambda row: row[0][:40])
+def test_no_cell_of_the_results_table_is_over_40_words():
+    header, rows = results_table()
+    for row in rows:
+        for name, cell in zip(header, row, strict=True):
+            assert len(cell.split()) <= 40, f"the {name} cell of {row[0][:40]!r} has {len(cell.split())} words"
+
+
+@pytest.mark.parametrize("row", results_rows(), ids=lambda row: row["measurement"][:40])
 def test_every_number_of_a_result_comes_from_its_source(row):
-    sources = re.findall(r"`([^`]+\.(?:json|ipynb))`", row[-2])
+    sources = re.findall(r"`([^`]+\.(?:json|ipynb))`", row["source"])
     numbers = [x for source in sources for x in source_numbers(source)]
-    missing = [token for token in NUMBER.findall(row[1]) if not shown_in(token, numbers)]
-    assert not missing, f"row {row[0]!r}: {missing} appear in none of {sources}"
+    missing = [token for token in NUMBER.findall(row["result"]) if not shown_in(token, numbers)]
+    assert not missing, f"row {row['measurement']!r}: {missing} appear in none of {sources}"
+
+
+def test_the_headline_is_chapter_11s_stored_run():
+    """The first screen of the README states the stored run's scores, read from its result file."""
+    results = json.loads((ROOT / "results" / "translation-cpu.json").read_text(encoding="utf-8"))["results"]
+    headline = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## ", 1)[0]
+    assert f"**{results['bleu']:.2f} BLEU** (greedy) and **{results['bleu_beam']:.2f}** (beam search)" in headline
+    assert results["train_seconds"] == 1800.0 and "30 minutes" in headline

@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from transformer_lib import TransformerConfig  # noqa: E402
-from transformer_lib.book.diagrams import architecture_figure, multi_head_figure  # noqa: E402
+from transformer_lib.book.diagrams import architecture_figure, multi_head_figure, save_svg  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,3 +76,33 @@ def test_the_landing_page_figure_is_what_the_code_draws(tmp_path):
         assert stored.read_bytes() == (tmp_path / name).read_bytes(), f"{stored} is stale: run `make figures`"
     assert "figures/architecture.svg" in (ROOT / "intro.md").read_text(encoding="utf-8")
     plt.close("all")
+
+
+# The book's column is about 730 px wide at a 1280 px window (both sidebars shown); a figure wider than
+# that is scaled down to it, a narrower one is shown at its own size (1 pt = 4/3 px).
+COLUMN_PX = 730
+SMALLEST_LABEL_PX = 12.5  # the body text is 16 px; labels should read at about that size
+
+
+def smallest_label_px(fig, svg: Path) -> float:
+    """The size at which the figure's smallest text shows on the page, from the SVG's width."""
+    import re
+
+    from matplotlib.text import Text
+
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_text().strip()]
+    width_pt = float(re.search(r'width="([\d.]+)pt"', svg.read_text(encoding="utf-8")[:2000]).group(1))
+    return min(sizes) * min(4 / 3, COLUMN_PX / width_pt)
+
+
+def test_every_figure_reads_at_about_the_size_of_the_body_text(tmp_path):
+    spec = importlib.util.spec_from_file_location("draw_figures", ROOT / "scripts" / "draw_figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    drawn = {**module.FIGURES, "multi_head.svg": lambda: multi_head_figure(seq_len=7, d_model=8, num_heads=2)}
+    for name, draw in drawn.items():
+        fig = draw()
+        svg = save_svg(fig, tmp_path / name)
+        px = smallest_label_px(fig, svg)
+        assert px >= SMALLEST_LABEL_PX, f"{name}: its smallest label shows at {px:.1f} px on the page"
+        plt.close(fig)

@@ -34,7 +34,10 @@ COLOURS = {
     "output": "#d8caf0",
 }
 INK = "#1a1a1a"
-BOX_W, BOX_H, GAP = 4.4, 0.62, 0.28
+BOX_W, BOX_H, GAP = 5.6, 0.95, 0.3
+# Point sizes: the page shows the figure about 8 inches wide, where 10.5 pt reads at about 13 px.
+LABEL, SMALL_LABEL, HEADING = 11.5, 10.5, 13.0
+INCH_PER_UNIT = 0.48  # the architecture's scale: a box is BOX_W units wide, room for its labels
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ def _draw_box(ax: Axes, x: float, y: float, box: _Box) -> None:
         facecolor=COLOURS[box.kind], edgecolor=INK, linewidth=0.9,
     )  # fmt: skip
     ax.add_patch(patch)
-    size = 7.2 if "\n" in box.label else 8.5
+    size = SMALL_LABEL if "\n" in box.label or len(box.label) > 24 else LABEL
     ax.text(x, y + BOX_H / 2, box.label, ha="center", va="center", fontsize=size, color=INK)
 
 
@@ -115,7 +118,7 @@ def _draw_stack(ax: Axes, x: float, y: float, boxes: list[_Box], side: float) ->
 
 def _embedding_boxes(config: TransformerConfig, side: str) -> list[_Box]:
     vocab = config.src_vocab_size if side == "source" else config.tgt_vocab_size
-    label = f"{side} embedding x sqrt(d_model)\n(vocabulary {vocab:,}, d_model = {config.d_model})"
+    label = f"{side} embedding × √d_model\nvocabulary {vocab:,}, d_model {config.d_model}"
     positional = {
         "sinusoidal": "+ sinusoidal positional encoding",
         "learned": "+ learned positional table",
@@ -132,9 +135,9 @@ def _frame(ax: Axes, x: float, bottom: float, top: float, layers: int, side: flo
         boxstyle="round,pad=0.02,rounding_size=0.25", facecolor="none", edgecolor="#555555", linewidth=1.1,
     )  # fmt: skip
     ax.add_patch(frame)
-    label_x = x + side * (BOX_W / 2 + pad + 0.25)
-    ax.text(label_x, (bottom + top) / 2, f"{layers} x", ha="left" if side > 0 else "right", va="center",
-            fontsize=11, color=INK, fontweight="bold")  # fmt: skip
+    # the repeat count sits on the frame's top-left corner, so the figure needs no side margins
+    ax.text(x - BOX_W / 2 - pad, top + 0.25, f"{layers} x", ha="left", va="bottom", fontsize=HEADING,
+            color=INK, fontweight="bold")  # fmt: skip
 
 
 def _column(ax: Axes, config: TransformerConfig, x: float, decoder: bool) -> dict[str, float]:
@@ -164,9 +167,9 @@ def architecture_figure(config: TransformerConfig, title: str | None = None) -> 
     """
     if not isinstance(config, TransformerConfig):
         raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
-    fig, ax = plt.subplots(figsize=(8.4, 10.6 if config.norm_first else 8.6))
+    fig, ax = plt.subplots(figsize=(8.4, 8.4))
     fig.patch.set_facecolor("white")
-    enc_x, dec_x = 3.2, 10.0
+    enc_x, dec_x = 3.8, 12.0
     enc = _column(ax, config, enc_x, decoder=False)
     dec = _column(ax, config, dec_x, decoder=True)
     # the encoder's output (memory) goes to every decoder layer's cross-attention
@@ -175,7 +178,7 @@ def architecture_figure(config: TransformerConfig, title: str | None = None) -> 
             color=INK, lw=0.9)  # fmt: skip
     _arrow(ax, (mid, dec["cross"]), (dec_x - BOX_W / 2, dec["cross"]))
     ax.text(mid - 0.1, enc["out"] + 0.55, "memory: keys and values\nof every cross-attention", ha="right",
-            va="bottom", fontsize=7.5, color=INK)  # fmt: skip
+            va="bottom", fontsize=SMALL_LABEL, color=INK)  # fmt: skip
     tied = "\n(tied to the target embedding)" if config.tie_embeddings else ""
     tied = "\n(the matrix of both embeddings)" if config.tie_embeddings and config.share_embeddings else tied
     top, _ = _draw_stack(ax, dec_x, dec["out"] + 0.7, [
@@ -183,14 +186,16 @@ def architecture_figure(config: TransformerConfig, title: str | None = None) -> 
     ], 1.0)  # fmt: skip
     _arrow(ax, (dec_x, dec["out"]), (dec_x, dec["out"] + 0.7))
     _arrow(ax, (dec_x, top), (dec_x, top + 0.5))
-    ax.text(dec_x, top + 0.6, "next-token probabilities", ha="center", va="bottom", fontsize=8.5, color=INK)
+    ax.text(dec_x, top + 0.6, "next-token probabilities", ha="center", va="bottom", fontsize=LABEL, color=INK)
     for x, label in ((enc_x, "source tokens (B, S)"), (dec_x, "target tokens, shifted right (B, T)")):
-        ax.text(x, -0.35, label, ha="center", va="top", fontsize=8.5, color=INK)
+        ax.text(x, -0.35, label, ha="center", va="top", fontsize=LABEL, color=INK)
     placement = "Pre-LN" if config.norm_first else "Post-LN (the paper)"
-    ax.set_title(title or f"{placement}, dropout {config.dropout:g}", fontsize=11, color=INK)
-    ax.set_xlim(-0.3, 13.6)
-    ax.set_ylim(-1.0, top + 1.3)
+    ax.set_title(title or f"{placement}, dropout {config.dropout:g}", fontsize=HEADING, color=INK)
+    ax.set_xlim(0.2, 15.6)
+    ax.set_ylim(-1.1, top + 1.4)
     ax.set_aspect("equal")
+    # as tall as the drawing, so that the equal aspect does not shrink it (and its labels stay readable)
+    fig.set_size_inches(INCH_PER_UNIT * 15.4, INCH_PER_UNIT * (top + 2.5) + 0.4)
     ax.axis("off")
     fig.tight_layout()
     return fig
@@ -219,38 +224,45 @@ def multi_head_figure(seq_len: int = 4, d_model: int = 8, num_heads: int = 2) ->
             raise ValueError(f"{name} must be an int from 1 to 16 (the figure draws every element), got {value!r}")
     if d_model % num_heads:
         raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
-    d_k, cell = d_model // num_heads, 0.32
+    d_k, cell, gap, spread = d_model // num_heads, 0.5, 5.2, 0.5
     palette = ["#f9a65a", "#6bb6e8", "#8fd18f", "#e88fb4", "#c3a6ea", "#f2dc6b", "#9ad9d2", "#d9b48f"]
     head_of = [palette[j // d_k % len(palette)] for j in range(d_model)]
-    fig, ax = plt.subplots(figsize=(11.0, 3.4))
+    width, heads_w = d_model * cell, num_heads * (d_k * cell + spread) - spread
+    x, x2 = width + gap, 2 * gap + width + heads_w
+    right, fig_width = x2 + width + 0.3, 8.0
+    # the page shows the figure fig_width inches wide: one line of text, in data units
+    line = SMALL_LABEL * 1.3 / (fig_width * 72 / (right + 0.3))
+    mid_y, top = seq_len * cell / 2, seq_len * cell + 0.3
+    fig, ax = plt.subplots(figsize=(fig_width, 3.0))
     fig.patch.set_facecolor("white")
-    width, mid_y, gap = d_model * cell, seq_len * cell / 2, 2.4
+
+    def label(x_at: float, y_at: float, text: str, va: str = "bottom") -> None:
+        ax.text(x_at, y_at, text, ha="center", va=va, fontsize=SMALL_LABEL, color=INK)
+
     _tensor(ax, 0.0, 0.0, seq_len, d_model, head_of, cell)
-    ax.text(width / 2, seq_len * cell + 0.25, f"Q = x W_Q (likewise K, V)\n(B, T, d_model) = (1, {seq_len}, {d_model})",
-            ha="center", fontsize=8.5, color=INK)  # fmt: skip
-    x = width + gap
+    label(width / 2, top, f"Q = x W_Q (likewise K, V)\n(B, T, d_model) = (1, {seq_len}, {d_model})")
     _arrow(ax, (width + 0.2, mid_y), (x - 0.2, mid_y))
-    ax.text(width + gap / 2, mid_y + 0.15, "view(B, T, h, d_k)\n.transpose(1, 2)", ha="center",
-            va="bottom", fontsize=7.5, color=INK)  # fmt: skip
+    label(width + gap / 2, mid_y - 0.25, "view(B, T, h, d_k)\n.transpose(1, 2)", va="top")
     for h in range(num_heads):
-        left = x + h * (d_k * cell + 0.35)
+        left = x + h * (d_k * cell + spread)
         _tensor(ax, left, 0.0, seq_len, d_k, head_of[h * d_k : (h + 1) * d_k], cell)
-        ax.text(left + d_k * cell / 2, -0.12, f"head {h + 1}", ha="center", va="top", fontsize=7.5, color=INK)
-    heads_w = num_heads * (d_k * cell + 0.35) - 0.35
-    ax.text(x + heads_w / 2, seq_len * cell + 0.25, f"heads (B, h, T, d_k)\n= (1, {num_heads}, {seq_len}, {d_k})",
-            ha="center", fontsize=8.5, color=INK)  # fmt: skip
-    ax.text(x + heads_w / 2, -0.5, "attention runs in every head at once", ha="center", va="top", fontsize=8, color=INK)
-    x2 = x + heads_w + gap
+        # "head 1" where the block is wide enough for it, else just the number
+        wide = d_k * cell + spread > 7.5 * SMALL_LABEL * 0.6 / (fig_width * 72 / (right + 0.3))
+        label(left + d_k * cell / 2, -0.2, f"head {h + 1}" if wide else str(h + 1), va="top")
+    label(x + heads_w / 2, top, f"heads (B, h, T, d_k)\n= (1, {num_heads}, {seq_len}, {d_k})")
+    label(x + heads_w / 2, top + 2.3 * line, "attention runs in every head at once")
     _arrow(ax, (x + heads_w + 0.2, mid_y), (x2 - 0.2, mid_y))
-    ax.text(x + heads_w + gap / 2, mid_y + 0.15, ".transpose(1, 2)\n.reshape(B, T, d_model)",
-            ha="center", va="bottom", fontsize=7.5, color=INK)  # fmt: skip
+    label(x + heads_w + gap / 2, mid_y - 0.25, ".transpose(1, 2)\n.reshape(B, T,\nd_model)", va="top")
     _tensor(ax, x2, 0.0, seq_len, d_model, head_of, cell)
-    ax.text(x2 + width / 2, seq_len * cell + 0.25, "heads side by side (B, T, d_model)\nthen W_O mixes them",
-            ha="center", fontsize=8.5, color=INK)  # fmt: skip
-    ax.set_xlim(-0.3, x2 + width + 0.3)
-    ax.set_ylim(-0.9, seq_len * cell + 1.1)
+    label(x2 + width / 2, top, "heads side by side\n(B, T, d_model),\nthen W_O mixes them")
+    bottom = min(-0.2 - 1.3 * line, mid_y - 0.25 - 3.3 * line)
+    ceiling = top + 3.6 * line
+    ax.set_xlim(-0.3, right)
+    ax.set_ylim(bottom, ceiling)
     ax.set_aspect("equal")
     ax.axis("off")
+    # as tall as the drawing, so that the equal aspect does not shrink it (and its labels stay readable)
+    fig.set_size_inches(fig_width, fig_width * (ceiling - bottom) / (right + 0.3))
     fig.tight_layout()
     return fig
 

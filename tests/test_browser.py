@@ -405,6 +405,9 @@ def test_the_landing_page_shows_the_architecture_figure(browser: Any, site_url: 
         assert sizes, "intro.html has no architecture figure"
         readable = all(natural > 0 and shown > 200 for natural, shown in sizes)
         assert readable, f"the figure is not drawn at a readable size: {sizes}"
+        # one search box on a desktop screen (the theme's header bar once added a second one)
+        boxes = page.locator(".search-button-field").evaluate_all("els => els.filter(e => e.offsetParent).length")
+        assert boxes == 1, f"the landing page shows {boxes} search boxes at 1280 px"
         page.screenshot(path=str(SCREENSHOTS / "landing.desktop.png"))
         assert not log.problems(), log.problems()
     finally:

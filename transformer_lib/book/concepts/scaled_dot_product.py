@@ -9,7 +9,8 @@ The query word (``"play"``) is compared with the key of every word of "Two dogs 
 The numbers are the running example's (:func:`~transformer_lib.book.example.embed`, ``d_model = 8``),
 with the sentence's vectors used directly as queries, keys and values: the first version chapter 3
 builds, before it adds the learned projections. Each vector is drawn as a strip of eight coloured
-cells (red positive, blue negative); each value strip is as opaque as its weight is large.
+cells on the colour scale of chapters 1 and 2 (blue positive, red negative); each value strip is as
+opaque as its weight is large.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def one_query(word: str = "play", sentence: str = ENGLISH, d_model: int = 8, see
 
 def _strip(ax: Axes, x: float, y: float, vector: Tensor, norm: Normalize, alpha: float = 1.0) -> None:
     """A vector as a row of coloured cells whose left edge is at ``x``, centred on height ``y``."""
-    cmap = colormaps["RdBu_r"]
+    cmap = colormaps["RdBu"]  # as in chapters 1 and 2: blue positive, red negative
     for i, value in enumerate(vector.tolist()):
         ax.add_patch(Rectangle((x + i * CELL, y - CELL * 0.8), CELL, CELL * 1.6, facecolor=cmap(norm(value)),
                                edgecolor=INK, linewidth=0.4, alpha=alpha))  # fmt: skip

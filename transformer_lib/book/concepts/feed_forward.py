@@ -2,9 +2,10 @@
 
 The running example's seven positions (:func:`~transformer_lib.book.example.embed`, ``d_model = 8``) stand side
 by side as columns. Each column goes up through the same ``W1, b1`` to ``d_ff = 32`` hidden numbers, through the
-ReLU, and through the same ``W2, b2`` back to ``d_model`` numbers. The colour of a cell is its value (red
-positive, blue negative, white exactly zero), so the hidden layer shows the zeros that the ReLU makes, and no arrow
-crosses from one position to another. The weights are :func:`example_weights`, the ones chapter 7 builds.
+ReLU, and through the same ``W2, b2`` back to ``d_model`` numbers. The colour of a cell is its value (blue
+positive, red negative, as in chapters 1 to 3; white exactly zero), so the hidden layer shows the zeros that the
+ReLU makes, and no arrow crosses from one position to another. The weights are :func:`example_weights`, the ones
+chapter 7 builds.
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ def example_weights(d_model: int = 8, d_ff: int = 32, seed: int = 0) -> tuple[Te
 
 
 def _colour_scale(values: Tensor) -> Callable[[float], tuple[float, ...] | str]:
-    """Value -> colour: exactly zero is white; otherwise red for positive and blue for negative, never pale.
+    """Value -> colour: exactly zero is white; otherwise blue for positive and red for negative, never pale.
+
+    The sides are those of the ``RdBu`` maps of chapters 1 to 3, so that a vector of the running example has the
+    same colours here as there.
 
     The darkness grows with the size of the value, from a visible tint for the smallest to the full colour for
     the largest absolute value in ``values``.
@@ -55,7 +59,7 @@ def _colour_scale(values: Tensor) -> Callable[[float], tuple[float, ...] | str]:
         if v == 0:
             return "#ffffff"
         shade = 0.2 + 0.75 * abs(v) / top
-        return reds(shade) if v > 0 else blues(shade)
+        return blues(shade) if v > 0 else reds(shade)
 
     return colour
 

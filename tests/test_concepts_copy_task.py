@@ -43,5 +43,12 @@ def test_the_figure_fits_the_page_and_is_registered() -> None:
     assert fig.get_size_inches()[0] <= 8.0
     sizes = [t.get_fontsize() for t in fig.axes[0].texts if t.get_text()]  # arrows are empty annotations
     assert min(sizes) >= 10.5
+    fig.canvas.draw()  # every label lies inside the figure: the saved SVG cuts off what does not
+    renderer = fig.canvas.get_renderer()
+    for text in fig.axes[0].texts:
+        if text.get_text():
+            extent = text.get_window_extent(renderer)
+            assert extent.x0 >= 0 and extent.x1 <= fig.bbox.width, text.get_text()
+            assert extent.y0 >= 0 and extent.y1 <= fig.bbox.height, text.get_text()
     plt.close(fig)
     assert FIGURES == {"copy_task.svg": copy_task_figure}

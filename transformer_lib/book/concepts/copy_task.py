@@ -21,7 +21,7 @@ from ._style import FONT, INK, MUTED, SMALL, TITLE, arrow, box, canvas
 __all__ = ["FIGURES", "copy_task_figure", "token_label"]
 
 CELL, BOX = 0.56, 0.5  # inches: the spacing of the columns and the side of a token's box
-LEFT = 1.75  # x of the first column's centre (the row names sit to its left)
+LEFT = 1.85  # x of the first column's centre (the row names sit to its left)
 SPECIAL = {PAD_ID: "<pad>", BOS_ID: "<bos>", EOS_ID: "<eos>"}
 HIGHLIGHT = "#b5401f"  # what the figure points at: the traced position, the fed-back predictions
 BAND = "#fbe3d6"

@@ -120,12 +120,12 @@ def _smoothing(ax: Axes, num_classes: int, correct: int, eps: float) -> None:
     labels = [f"{k}\ncorrect" if k == correct else str(k) for k in range(num_classes)]
     ax.set_xticks(range(num_classes), labels)
     ax.tick_params(labelsize=SMALL)
-    ax.set_ylim(0, 1.18)
+    ax.set_ylim(0, 1.4)  # room above the bars for the legend
     ax.set_yticks([0, 0.5, 1])
     ax.set_xlabel("class (next word)", fontsize=FONT)
     ax.set_ylabel("target probability", fontsize=FONT)
     ax.set_title(f"Label smoothing (eps = {eps:g})", fontsize=TITLE, color=INK)
-    ax.legend(fontsize=SMALL, frameon=False, loc="upper left")
+    ax.legend(fontsize=SMALL, frameon=False, loc="upper left", ncol=2)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 

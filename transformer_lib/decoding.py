@@ -176,7 +176,7 @@ def beam_search(
             beams that survive are selected with :meth:`~.KVCache.reorder`; the cross-attention cache
             is static (all beams of a row share the same encoder output) and is never reordered.
         beam_size: beams per row.
-        length_penalty: GNMT's ``alpha`` (0.6 in Wu et al. and in the Transformer paper).
+        length_penalty: GNMT's ``alpha`` (0.6 in the Transformer paper, section 6.1).
         return_scores: also return the chosen hypotheses' scores ``log P / lp(len)``.
 
     Shape:

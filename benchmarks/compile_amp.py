@@ -10,8 +10,9 @@ losses can be compared) and trains on the same fixed batch (default 16 sentences
   decoder's self-attention calls ``F.scaled_dot_product_attention(is_causal=True)`` (no mask tensor).
 * ``compiled_fp32``: ``torch.compile(model)`` (TorchInductor). Its first steps compile the forward
   and backward graphs; ``compile_seconds`` is the time of the warm-up steps minus what as many
-  ordinary steps take. By default Inductor writes its cache to a fresh temporary folder, so the
-  compile time is that of a cold start (``--keep-cache`` uses the usual cache: later runs are faster).
+  ordinary steps take. By default Inductor writes its cache, precompiled C++ headers included, to a fresh
+  temporary folder, so the compile time is that of a cold start (``--keep-cache`` uses the usual cache,
+  ``TORCHINDUCTOR_CACHE_DIR`` where it is set: later runs are faster).
 * ``eager_bf16`` / ``compiled_bf16``: the same, under ``torch.autocast(device, dtype=torch.bfloat16)``
   (mixed precision: matrix products in bfloat16, weights, softmax and loss in float32).
 
@@ -108,7 +109,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2, help="encoder layers = decoder layers")
     parser.add_argument("--vocab", type=int, default=4000)
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {VARIANTS}")
-    parser.add_argument("--keep-cache", action="store_true", help="use Inductor's usual on-disk cache")
+    parser.add_argument(
+        "--keep-cache", action="store_true", help="use Inductor's usual on-disk cache (TORCHINDUCTOR_CACHE_DIR if set)"
+    )
     parser.add_argument("--quick", action="store_true", help="for the tests: tiny model, 5 steps, no compile")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -123,7 +126,8 @@ def main() -> None:
     result = {"benchmark": "compile_amp", **machine_info(device)}
     info(f"training step on {device.type} ({result['device_name']}), {result['threads']} thread(s)")
     cache_dir = None
-    if not args.keep_cache and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:  # before Inductor sets its default
+    if not args.keep_cache:  # even where TORCHINDUCTOR_CACHE_DIR is set: a parent process that touched Inductor
+        # (torch.profiler does) sets it to the default folder, which this child would otherwise inherit
         cache_dir = tempfile.mkdtemp(prefix="inductor-cold-")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
     compile_threads = None
@@ -133,6 +137,14 @@ def main() -> None:
         if (os.cpu_count() or 1) <= 4:  # a pool of compile workers would only compete for a small CPU
             inductor_config.compile_threads = 1
         compile_threads = inductor_config.compile_threads
+        if cache_dir is not None:  # Inductor keeps precompiled C++ headers in its default folder (e.g.
+            # /tmp/torchinductor_<user>) whatever TORCHINDUCTOR_CACHE_DIR says: an earlier run's would make
+            # this compile warm. A private name (torch 2.13), so set only where it exists.
+            import torch._inductor.codecache as codecache
+
+            if hasattr(codecache, "_HEADER_DIR") and hasattr(codecache, "_HEADER_LOCK_DIR"):
+                codecache._HEADER_DIR = os.path.join(cache_dir, "precompiled_headers")
+                codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
 
     config = TransformerConfig(
         src_vocab_size=args.vocab,

@@ -267,3 +267,41 @@ def test_readme_shows_screenshots_taken_by_the_browser_test(name: str, size: tup
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert (width, height) == size, f"docs/{name}: copy the browser test's screenshot from _build/screenshots/"
+
+
+def _headings(nb: dict[str, Any]) -> list[str]:
+    """The chapter's ## headings, in order."""
+    return [
+        line[3:].strip()
+        for cell in nb["cells"]
+        if cell["cell_type"] == "markdown"
+        for line in _source(cell).splitlines()
+        if line.startswith("## ")
+    ]
+
+
+@notebook
+def test_the_main_path_ends_with_a_summary_the_quiz_and_exercises_then_going_deeper(path: Path) -> None:
+    """Every chapter closes the same way; what only a curious reader needs comes after, under "Going deeper"."""
+    headings = _headings(_load(path))
+    close = ["Summary", "Check yourself", "Exercises"]
+    assert all(h in headings for h in close), f"{path.name}: the close needs {close}, found {headings}"
+    where = [headings.index(h) for h in close]
+    assert where == sorted(where) and where[2] - where[0] == 2, f"{path.name}: {close} in this order, together"
+    later = headings[where[2] + 1 :]
+    assert all("Going deeper" in h for h in later), f"{path.name}: after the exercises only Going deeper: {later}"
+
+
+CHAPTERS_WITH_A_PICTURE_FIRST = [nb for nb in NOTEBOOKS if 1 <= int(nb.stem[:2]) <= 11]
+
+
+@pytest.mark.parametrize("path", CHAPTERS_WITH_A_PICTURE_FIRST, ids=[nb.stem for nb in CHAPTERS_WITH_A_PICTURE_FIRST])
+def test_the_idea_comes_with_a_picture_before_the_first_code_cell(path: Path) -> None:
+    """Chapters 1-11 show their concept picture, drawn by the package into figures/, before any code."""
+    cells = _load(path)["cells"]
+    first_code = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
+    opening = "\n".join(_source(c) for c in cells[:first_code])
+    pictures = re.findall(r"```\{figure\} \.\./figures/([\w.-]+\.svg)", opening)
+    assert pictures, f"{path.name}: no figure before the first code cell"
+    for name in pictures:
+        assert (ROOT / "figures" / name).is_file(), f"{path.name} shows figures/{name}, which does not exist"

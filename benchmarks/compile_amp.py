@@ -1,4 +1,4 @@
-"""One training step five ways: float32 eager (mask or causal path), torch.compile, bf16 autocast, and both.
+"""One training step four ways: float32 eager, torch.compile, bf16 autocast, and both.
 
 A training step is: zero the gradients, forward, ``sequence_loss`` (label smoothing 0.1), backward,
 Adam step. Every variant starts from a copy of the same randomly initialised Transformer (default:
@@ -6,8 +6,6 @@ d_model 256, 4 heads, 2+2 layers, d_ff 1024, vocabulary 4,000, dropout 0 so that
 losses can be compared) and trains on the same fixed batch (default 16 sentences x 32 tokens).
 
 * ``eager_fp32``: the model as it is, given the target mask as a tensor (the padded-batch path).
-* ``eager_fp32_is_causal``: the same model given no target mask: the batch has no padding, so the
-  decoder's self-attention calls ``F.scaled_dot_product_attention(is_causal=True)`` (no mask tensor).
 * ``compiled_fp32``: ``torch.compile(model)`` (TorchInductor). Its first steps compile the forward
   and backward graphs; ``compile_seconds`` is the time of the warm-up steps minus what as many
   ordinary steps take. By default Inductor writes its cache, precompiled C++ headers included, to a fresh
@@ -47,7 +45,7 @@ from torch import Tensor
 from transformer_lib import Transformer, TransformerConfig, target_mask
 from transformer_lib.training import sequence_loss
 
-VARIANTS = ("eager_fp32", "eager_fp32_is_causal", "compiled_fp32", "eager_bf16", "compiled_bf16")
+VARIANTS = ("eager_fp32", "compiled_fp32", "eager_bf16", "compiled_bf16")
 
 
 def _dynamo_counters(kind: str) -> dict[str, int]:
@@ -71,16 +69,11 @@ def make_step(
     batch: tuple[Tensor, Tensor],
     bf16: bool,
     device: torch.device,
-    causal_path: bool = False,
 ) -> Callable[[], Tensor]:
-    """A function that runs one training step of ``model`` and returns its loss (detached).
-
-    With ``causal_path`` the target mask is not given: the model builds none and takes the
-    ``is_causal`` path (the batch has no padding).
-    """
+    """A function that runs one training step of ``model`` and returns its loss (detached)."""
     src, tgt = batch
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # (B, T), (B, T)
-    tgt_mask = None if causal_path else target_mask(tgt_in, 0)  # (B, 1, T, T)
+    tgt_mask = target_mask(tgt_in, 0)  # (B, 1, T, T)
     optimizer = torch.optim.Adam(params, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 
     def step() -> Tensor:
@@ -172,8 +165,7 @@ def main() -> None:
         graph_breaks.clear()
         try:
             runnable = torch.compile(model) if name.startswith("compiled") else model
-            bf16, causal = name.endswith("bf16"), name.endswith("is_causal")
-            step = make_step(runnable, list(model.parameters()), (src, tgt), bf16, device, causal)
+            step = make_step(runnable, list(model.parameters()), (src, tgt), name.endswith("bf16"), device)
             synchronize(device)
             start = time.perf_counter()
             losses = [float(step()) for _ in range(args.warmup)]

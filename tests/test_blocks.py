@@ -18,6 +18,7 @@ from transformer_lib import (
     Encoder,
     EncoderLayer,
     LayerNorm,
+    LayerSpec,
     MultiHeadAttention,
     PositionalEncoding,
     RMSNorm,
@@ -228,7 +229,7 @@ def test_rms_norm_matches_torch(scale: float) -> None:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
     torch.manual_seed(0)
-    ours = randomize_(EncoderLayer(D_MODEL, HEADS, D_FF, 0.0, norm_first, activation).double())
+    ours = randomize_(EncoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first, activation)).double())
     theirs = nn.TransformerEncoderLayer(
         D_MODEL, HEADS, D_FF, 0.0, activation, batch_first=True, norm_first=norm_first, dtype=F64
     )
@@ -250,7 +251,7 @@ def test_encoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
     torch.manual_seed(0)
-    ours = randomize_(DecoderLayer(D_MODEL, HEADS, D_FF, 0.0, norm_first, activation).double())
+    ours = randomize_(DecoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first, activation)).double())
     theirs = nn.TransformerDecoderLayer(
         D_MODEL, HEADS, D_FF, 0.0, activation, batch_first=True, norm_first=norm_first, dtype=F64
     )
@@ -272,8 +273,8 @@ def test_decoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_stacks_match_torch(norm_first: bool) -> None:
     torch.manual_seed(0)
-    encoder = randomize_(Encoder(2, D_MODEL, HEADS, D_FF, 0.0, norm_first).double(), seed=1)
-    decoder = randomize_(Decoder(2, D_MODEL, HEADS, D_FF, 0.0, norm_first).double(), seed=2)
+    encoder = randomize_(Encoder(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first), 2).double(), seed=1)
+    decoder = randomize_(Decoder(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first), 2).double(), seed=2)
     final_norm = (lambda: nn.LayerNorm(D_MODEL, dtype=F64)) if norm_first else (lambda: None)
     enc_layer = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, 0.0, batch_first=True, norm_first=norm_first)
     dec_layer = nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, 0.0, batch_first=True, norm_first=norm_first)
@@ -362,7 +363,7 @@ def test_gradcheck_multihead_attention(need_weights: bool) -> None:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_gradcheck_encoder_layer(norm_first: bool) -> None:
     torch.manual_seed(0)
-    layer = randomize_(EncoderLayer(4, 2, 8, dropout=0.0, norm_first=norm_first).double())
+    layer = randomize_(EncoderLayer(LayerSpec(4, 2, 8, dropout=0.0, norm_first=norm_first)).double())
     x = leaf(2, 3, 4)
     mask = padding_mask(torch.tensor([[1, 1, 1], [1, 1, 0]]), 0)
     assert torch.autograd.gradcheck(lambda x: layer(x, mask), (x,))

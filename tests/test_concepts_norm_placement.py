@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from transformer_lib import Encoder, LayerNorm  # noqa: E402
+from transformer_lib import Encoder, LayerNorm, LayerSpec  # noqa: E402
 from transformer_lib.book.concepts.norm_placement import FIGURES, norm_placement_figure  # noqa: E402
 
 
@@ -20,7 +20,7 @@ def test_each_panel_draws_as_many_layernorms_as_the_library_builds() -> None:
     for text in texts:
         panels["Post-LN" if text.get_position()[0] < middle else "Pre-LN"].append(text.get_text())
     for name, norm_first in (("Post-LN", False), ("Pre-LN", True)):
-        stack = Encoder(1, 8, 2, 16, norm_first=norm_first)
+        stack = Encoder(LayerSpec(8, 2, 16, norm_first=norm_first), 1)
         norms = sum(isinstance(m, LayerNorm) for m in stack.modules())
         shown = panels[name]
         assert sum("LayerNorm" in t for t in shown) == norms, (name, shown)

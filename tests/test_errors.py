@@ -4,23 +4,37 @@ from __future__ import annotations
 
 import json
 import re
+from typing import get_args
 
 import pytest
 import torch
 from safetensors.torch import save_file, save_model
 
 from transformer_lib import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    LayerSpec,
     MultiHeadAttention,
     PositionalEncoding,
     Transformer,
     TransformerConfig,
+    beam_search,
     causal_mask,
+    greedy_decode,
     load_checkpoint,
     save_checkpoint,
     scaled_dot_product_attention,
+    sequence_log_prob,
     sinusoidal_table,
 )
 from transformer_lib.checkpoint import FORMAT
+from transformer_lib.config import POSITIONALS
+from transformer_lib.nn.feedforward import ACTIVATIONS, Activation
+from transformer_lib.nn.norms import NORMS, NormName
+from transformer_lib.nn.positional import make_positional
+from transformer_lib.validation import check_token_ids
 
 
 def test_d_model_not_divisible_by_heads() -> None:
@@ -63,12 +77,19 @@ def test_float_token_ids(tiny_model) -> None:
 
 
 def test_token_ids_out_of_range(tiny_model) -> None:
+    """The entry points that take ids check their range, once per call; the forward pass reads no values."""
     model = tiny_model()  # src_vocab_size=11, tgt_vocab_size=13
     ids = torch.ones(2, 4, dtype=torch.long)
     with pytest.raises(ValueError, match=r"src has ids in \[1, 11\].*vocab_size=11"):
+        greedy_decode(model, torch.tensor([[1, 11]]), max_len=5, bos_id=1, eos_id=2)
+    with pytest.raises(ValueError, match=r"src has ids in \[-1, 3\].*vocab_size=11"):
+        beam_search(model, torch.tensor([[3, -1]]), beam_size=2, max_len=5, bos_id=1, eos_id=2)
+    with pytest.raises(ValueError, match=r"tokens has ids in \[1, 13\].*vocab_size=13"):
+        sequence_log_prob(model, ids[:1], torch.tensor([[1, 13]]), eos_id=2)
+    with pytest.raises(ValueError, match=r"tgt has ids in \[-1, 1\].*\(valid ids are 0..12\)"):
+        check_token_ids("tgt", torch.tensor([[1, -1], [1, 1]]), 13)
+    with pytest.raises(IndexError):  # inside the model, PyTorch's own error (on the CPU)
         model(torch.tensor([[1, 11]]), ids[:1])
-    with pytest.raises(ValueError, match=r"tgt has ids in \[-1, 1\].*vocab_size=13"):
-        model(ids, torch.tensor([[1, -1], [1, 1]]))
     with pytest.raises(ValueError, match=r"src must be a \(B, S\) tensor"):
         model(torch.ones(4, dtype=torch.long), ids)
 
@@ -153,3 +174,34 @@ def test_bad_config_values(tiny_config) -> None:
         tiny_config(share_embeddings=True)
     with pytest.raises(TypeError, match=r"config must be a TransformerConfig"):
         Transformer(tiny_config().to_dict())
+
+
+def test_bad_config_types_and_choices(tiny_config) -> None:
+    """Each field is checked by its annotated type; a ``Literal`` field lists its choices in the message."""
+    with pytest.raises(TypeError, match=r"norm_first must be a bool"):
+        tiny_config(norm_first=1)
+    with pytest.raises(TypeError, match=r"d_model must be an int, got NoneType"):
+        tiny_config(d_model=None)
+    with pytest.raises(TypeError, match=r"pad_id must be an int token id"):
+        tiny_config(pad_id=0.0)
+    with pytest.raises(ValueError, match=r"num_kv_heads must be a positive int, got num_kv_heads=0"):
+        tiny_config(num_kv_heads=0)
+    with pytest.raises(ValueError, match=r"attention_dropout must be in \[0, 1\)"):
+        tiny_config(attention_dropout=1.0)
+    # The choices a config accepts are exactly those the modules build.
+    assert sorted(get_args(Activation)) == sorted(ACTIVATIONS)
+    assert list(get_args(NormName)) == list(NORMS)
+    for kind in POSITIONALS:
+        make_positional(kind, 8)
+
+
+def test_layers_take_a_layer_spec() -> None:
+    """Layers are built from a ``LayerSpec``; the positional style of older versions gets a clear error."""
+    spec = LayerSpec(d_model=8, num_heads=2, d_ff=16)
+    assert [type(m) for m in (EncoderLayer(spec), Decoder(spec, 2).layers[1])] == [EncoderLayer, DecoderLayer]
+    with pytest.raises(TypeError, match=r"spec must be a LayerSpec, e.g. LayerSpec\(d_model=16.*got 8"):
+        EncoderLayer(8)
+    with pytest.raises(TypeError, match=r"num_layers must be an int, got LayerSpec"):
+        Encoder(2, spec)  # the arguments of the older style, in its order
+    with pytest.raises(TypeError, match=r"num_layers must be an int"):
+        Decoder(spec, 2.0)

@@ -32,6 +32,7 @@ from transformer_lib import (
     FeedForward,
     KVCache,
     LayerNorm,
+    LayerSpec,
     MultiHeadAttention,
     PositionalEncoding,
     RMSNorm,
@@ -278,8 +279,8 @@ def with_torch_rmsnorm(layer: nn.Module) -> nn.Module:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_rmsnorm_option_equals_torch_rmsnorm_inside_layers(norm_first: bool) -> None:
     torch.manual_seed(0)
-    encoder = randomize_(Encoder(2, 16, 4, 32, 0.0, norm_first, norm="rmsnorm").double())
-    decoder_layer = randomize_(DecoderLayer(16, 4, 32, 0.0, norm_first, norm="rmsnorm").double())
+    encoder = randomize_(Encoder(LayerSpec(16, 4, 32, 0.0, norm_first, norm="rmsnorm"), 2).double())
+    decoder_layer = randomize_(DecoderLayer(LayerSpec(16, 4, 32, 0.0, norm_first, norm="rmsnorm")).double())
     norms = [m for m in [*encoder.modules(), *decoder_layer.modules()] if isinstance(m, (RMSNorm, LayerNorm))]
     assert all(type(m) is RMSNorm for m in norms) and len(norms) == 2 * 2 + 3 + (1 if norm_first else 0)
     x, memory = torch.randn(2, 5, 16, dtype=F64), torch.randn(2, 6, 16, dtype=F64)

@@ -14,7 +14,7 @@ from .model import Transformer
 from .nn.attention import scaled_dot_product_attention
 from .nn.embedding import TokenEmbedding
 from .nn.feedforward import FeedForward
-from .nn.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
+from .nn.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerSpec
 from .nn.masks import causal_mask, padding_mask, target_mask
 from .nn.multihead import KVCache, MultiHeadAttention
 from .nn.norms import LayerNorm, RMSNorm
@@ -68,6 +68,7 @@ __all__ = [
     "FeedForward",
     "KVCache",
     "LayerNorm",
+    "LayerSpec",
     "MultiHeadAttention",
     "PositionalEncoding",
     "RMSNorm",

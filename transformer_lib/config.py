@@ -3,36 +3,42 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from .nn.feedforward import ACTIVATIONS
+from .nn.feedforward import Activation
 from .nn.layers import LayerSpec
-from .nn.norms import NORMS
+from .nn.norms import NormName
+from .nn.positional import Positional
 from .validation import check_divisible, check_positive_int, check_probability
 
-POSITIONALS = ("sinusoidal", "learned", "rope")
+POSITIONALS: tuple[str, ...] = get_args(Positional)
 """The positional variants (the paper's fixed table, a learned table, rotary embeddings in self-attention)."""
 
 
-def _check_bool(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} ({value!r})")
-
-
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name}={value!r} is not one of {list(choices)}")
+def _check_field(name: str, value: object, kind: object) -> None:
+    """Check one field by its annotated type: one of a ``Literal``'s choices, a bool, a probability, a positive int."""
+    if get_origin(kind) is Literal:
+        if not isinstance(value, str) or value not in get_args(kind):
+            raise ValueError(f"{name}={value!r} is not one of {list(get_args(kind))}")
+    elif kind is bool:
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} ({value!r})")
+    elif kind is float:  # the float fields are the dropout probabilities
+        check_probability(name, value)
+    elif name == "pad_id":  # an id, so 0 is allowed; its upper bound is checked against the vocabularies
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"pad_id must be an int token id, got {type(value).__name__} ({value!r})")
+    elif kind is int or value is not None:  # the sizes, and num_kv_heads (int | None) when it is set
+        check_positive_int(name, value)
 
 
 @dataclass(frozen=True)
 class TransformerConfig:
     """Every hyper-parameter of :class:`~.Transformer`.
 
-    Defaults are the paper's base model (Vaswani et al., 2017, table 3), which has about 65M
-    parameters with a 37,000-token shared vocabulary. The variant fields (``positional``, ``norm``,
-    ``activation="swiglu"``, ``num_kv_heads``) default to the paper's choices, so a config that does
-    not mention them builds exactly the model it built before they existed (and old checkpoints,
-    whose stored config lacks them, load unchanged).
+    Defaults are the paper's base model (Vaswani et al., 2017, table 3: about 65M parameters with a
+    37,000-token shared vocabulary), the variants' included, so old checkpoints, whose stored config
+    lacks the variant fields, load unchanged. Each field is checked when the config is built.
 
     Attributes:
         src_vocab_size, tgt_vocab_size: vocabulary sizes.
@@ -48,10 +54,9 @@ class TransformerConfig:
         activation: feed-forward activation, ``"relu"`` (the paper), ``"gelu"`` or ``"swiglu"``
             (a gated unit with a third matrix; see :class:`~.FeedForward`).
         attention_dropout: dropout on attention weights (not in the paper; default 0).
-        positional: ``"sinusoidal"`` (the paper's fixed table, added to the embeddings),
-            ``"learned"`` (a trained table of ``max_len`` rows, added the same way) or ``"rope"``
-            (rotary embeddings: queries and keys of every self-attention are rotated by their
-            position; nothing is added to the embeddings; needs an even head width).
+        positional: ``"sinusoidal"`` (the paper's fixed table, added to the embeddings), ``"learned"``
+            (a trained table of ``max_len`` rows, added the same way) or ``"rope"`` (queries and keys of
+            every self-attention rotated by their positions; needs an even head width).
         norm: ``"layernorm"`` (the paper) or ``"rmsnorm"`` (no centring, no bias).
         num_kv_heads: key/value heads of every attention (grouped-query attention); ``None`` means
             ``num_heads`` (plain multi-head attention). Must divide ``num_heads``.
@@ -70,26 +75,17 @@ class TransformerConfig:
     tie_embeddings: bool = True
     pad_id: int = 0
     share_embeddings: bool = False
-    activation: str = "relu"
+    activation: Activation = "relu"
     attention_dropout: float = 0.0
-    positional: str = "sinusoidal"
-    norm: str = "layernorm"
+    positional: Positional = "sinusoidal"
+    norm: NormName = "layernorm"
     num_kv_heads: int | None = None
 
     def __post_init__(self) -> None:
-        for name in (
-            "src_vocab_size",
-            "tgt_vocab_size",
-            "d_model",
-            "num_heads",
-            "num_encoder_layers",
-            "num_decoder_layers",
-            "d_ff",
-            "max_len",
-        ):
-            check_positive_int(name, getattr(self, name))
+        hints = get_type_hints(TransformerConfig)
+        for f in fields(self):  # each field by its type, then the fields together
+            _check_field(f.name, getattr(self, f.name), hints[f.name])
         check_divisible(self.d_model, self.num_heads)
-        _check_choice("positional", self.positional, POSITIONALS)
         if self.positional == "sinusoidal" and self.d_model % 2 != 0:
             raise ValueError(f"d_model={self.d_model} must be even for the sinusoidal positional encoding")
         if self.positional == "rope" and (self.d_model // self.num_heads) % 2 != 0:
@@ -97,12 +93,6 @@ class TransformerConfig:
                 f"positional='rope' rotates pairs of features, so the head width d_model / num_heads = "
                 f"{self.d_model}/{self.num_heads} = {self.d_model // self.num_heads} must be even"
             )
-        check_probability("dropout", self.dropout)
-        check_probability("attention_dropout", self.attention_dropout)
-        for name in ("norm_first", "tie_embeddings", "share_embeddings"):
-            _check_bool(name, getattr(self, name))
-        if isinstance(self.pad_id, bool) or not isinstance(self.pad_id, int):
-            raise TypeError(f"pad_id must be an int token id, got {type(self.pad_id).__name__} ({self.pad_id!r})")
         for name in ("src_vocab_size", "tgt_vocab_size"):
             if not 0 <= self.pad_id < getattr(self, name):
                 raise ValueError(f"pad_id={self.pad_id} must be a valid id of {name}={getattr(self, name)}")
@@ -111,30 +101,16 @@ class TransformerConfig:
                 f"share_embeddings=True needs src_vocab_size == tgt_vocab_size, got "
                 f"{self.src_vocab_size} and {self.tgt_vocab_size}"
             )
-        _check_choice("activation", self.activation, tuple(sorted(ACTIVATIONS)))
-        _check_choice("norm", self.norm, tuple(NORMS))
-        if self.num_kv_heads is not None:
-            check_positive_int("num_kv_heads", self.num_kv_heads)
-            if self.num_heads % self.num_kv_heads != 0:
-                raise ValueError(
-                    f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads} (each key/value "
-                    f"head serves the same number of query heads); try one of "
-                    f"{[h for h in range(1, self.num_heads + 1) if self.num_heads % h == 0]}"
-                )
+        if self.num_kv_heads is not None and self.num_heads % self.num_kv_heads != 0:
+            raise ValueError(
+                f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads} (each key/value "
+                f"head serves the same number of query heads); try one of "
+                f"{[h for h in range(1, self.num_heads + 1) if self.num_heads % h == 0]}"
+            )
 
     def layer_spec(self) -> LayerSpec:
-        """What every encoder and decoder layer of this model shares (:class:`~.LayerSpec`)."""
-        return LayerSpec(
-            d_model=self.d_model,
-            num_heads=self.num_heads,
-            d_ff=self.d_ff,
-            dropout=self.dropout,
-            norm_first=self.norm_first,
-            activation=self.activation,
-            attention_dropout=self.attention_dropout,
-            norm=self.norm,
-            num_kv_heads=self.num_kv_heads,
-        )
+        """What every encoder and decoder layer of this model shares: its fields of :class:`~.LayerSpec`'s names."""
+        return LayerSpec(**{f.name: getattr(self, f.name) for f in fields(LayerSpec)})
 
     @property
     def kv_heads(self) -> int:

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from .nn.masks import causal_mask, padding_mask
-from .validation import check_positive_int
+from .validation import check_positive_int, check_token_ids
 
 __all__ = ["beam_search", "greedy_decode", "length_penalty_factor", "sequence_log_prob"]
 
@@ -50,6 +50,10 @@ def _check_decode_args(model: Any, src: Tensor, max_len: int, bos_id: int, eos_i
         raise TypeError(f"src must hold torch.long token ids, got dtype {src.dtype}")
     if src.size(0) == 0 or src.size(1) == 0:
         raise ValueError(f"src must have at least one row and one column, got shape {tuple(src.shape)}")
+    # The ids' range, checked here once per call: the model's forward pass reads no values back.
+    src_vocab = getattr(model.config, "src_vocab_size", None)
+    if src_vocab is not None:
+        check_token_ids("src", src, src_vocab)
     check_positive_int("max_len", max_len)
     pad_id = model.config.pad_id
     vocab = getattr(model.config, "tgt_vocab_size", None)
@@ -299,6 +303,8 @@ def sequence_log_prob(model: Any, src: Tensor, tokens: Tensor, eos_id: int) -> T
     if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.size(0) != src.size(0):
         raise ValueError(f"tokens must be (B={src.size(0)}, L) ids, got {getattr(tokens, 'shape', tokens)}")
     device, pad_id = _check_decode_args(model, src, max(tokens.size(1), 1), int(tokens[0, 0]), eos_id)
+    if getattr(model.config, "tgt_vocab_size", None) is not None:
+        check_token_ids("tokens", tokens, model.config.tgt_vocab_size)
     src, tokens = src.to(device), tokens.to(device)
     with _EvalMode(model):
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)

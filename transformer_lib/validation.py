@@ -39,14 +39,12 @@ def check_divisible(d_model: int, num_heads: int) -> int:
     return d_model // num_heads
 
 
-def check_token_ids(name: str, tokens: object, vocab_size: int) -> Tensor:
-    """Check that ``tokens`` is an integer tensor of ids in ``[0, vocab_size)``.
+def check_token_tensor(name: str, tokens: object) -> Tensor:
+    """Check that ``tokens`` is a tensor of an integer dtype, as token ids are; its values are not read.
 
-    The range of the values is not checked while ``torch.compile`` traces a model (it would need
-    the values, and end the graph there); the type is.
-
-    Shape:
-        tokens: ``(B, T)`` (any shape is accepted; the book always uses ``(B, T)``).
+    This is the check of the model's forward pass: reading a value back (``int(t)``, ``t.item()``)
+    would make the host wait for a GPU at every call, so the range of the ids is checked once
+    where they enter the library, by :func:`check_token_ids`.
     """
     if not isinstance(tokens, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
@@ -55,9 +53,21 @@ def check_token_ids(name: str, tokens: object, vocab_size: int) -> Tensor:
             f"{name} must hold integer token ids (torch.long), got dtype {tokens.dtype}; "
             f"floats are not token ids (did you pass embeddings instead of ids?)"
         )
-    # Reading the ids' values would split a compiled graph (torch.compile): the eager calls check them.
-    # Meta tensors (shapes without values, e.g. for counting FLOPs) have no values to check.
-    if tokens.numel() > 0 and not tokens.is_meta and not torch.compiler.is_compiling():
+    return tokens
+
+
+def check_token_ids(name: str, tokens: object, vocab_size: int) -> Tensor:
+    """Check that ``tokens`` is an integer tensor of ids in ``[0, vocab_size)``.
+
+    For the entry points that take ids from a user (:func:`~.greedy_decode`, :func:`~.beam_search`,
+    :func:`~.sequence_log_prob`): it reads the smallest and the largest id back to the host, once
+    per call, never inside a forward pass.
+
+    Shape:
+        tokens: any; the book always uses ``(B, T)``.
+    """
+    tokens = check_token_tensor(name, tokens)
+    if tokens.numel() > 0:
         low, high = int(tokens.min()), int(tokens.max())
         if low < 0 or high >= vocab_size:
             raise ValueError(

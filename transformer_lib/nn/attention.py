@@ -1,8 +1,6 @@
-"""Scaled dot-product attention (缩放点积注意力), written out step by step.
+"""Scaled dot-product attention (缩放点积注意力), written out step by step: the reference the book teaches.
 
-This is the reference implementation the book teaches. ``MultiHeadAttention`` calls PyTorch's
-fused ``F.scaled_dot_product_attention`` when the weights are not needed, and this function when
-they are; the tests prove the two equal.
+``MultiHeadAttention`` calls it when the weights are asked for, PyTorch's fused kernel otherwise (tested equal).
 """
 
 from __future__ import annotations
@@ -17,11 +15,7 @@ from ..validation import check_mask, check_probability
 
 
 def scaled_dot_product_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    mask: Tensor | None = None,
-    dropout_p: float = 0.0,
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0
 ) -> tuple[Tensor, Tensor]:
     """Compute ``softmax(Q K^T / sqrt(d_k)) V`` and return the output and the weights.
 

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..validation import check_positive_int, check_token_ids
+from ..validation import check_positive_int, check_token_tensor
 
 
 class TokenEmbedding(nn.Module):
@@ -19,13 +19,11 @@ class TokenEmbedding(nn.Module):
     whose entries lie in ``[-1, 1]``.
 
     Args:
-        vocab_size: number of distinct token ids.
-        d_model: width of each vector.
+        vocab_size, d_model: number of distinct token ids, width of each vector.
         padding_idx: id whose vector is zero and receives no gradient (optional).
 
     Shape:
-        tokens: ``(B, T)`` integer ids in ``[0, vocab_size)``.
-        output: ``(B, T, d_model)``.
+        tokens: ``(B, T)`` integer ids in ``[0, vocab_size)``; output: ``(B, T, d_model)``.
     """
 
     def __init__(self, vocab_size: int, d_model: int, padding_idx: int | None = None) -> None:
@@ -44,6 +42,11 @@ class TokenEmbedding(nn.Module):
                 self.embedding.weight[padding_idx].zero_()
 
     def forward(self, tokens: Tensor) -> Tensor:
-        """Return ``embedding(tokens) * sqrt(d_model)``; see the class docstring for shapes."""
-        check_token_ids("tokens", tokens, self.vocab_size)
+        """Return ``embedding(tokens) * sqrt(d_model)``.
+
+        Only the dtype is checked: checking the range would read the ids back to the host at every
+        call (:func:`~.check_token_ids` does it where ids enter the library). An id outside
+        ``[0, vocab_size)`` makes ``nn.Embedding`` raise ``IndexError`` (on a GPU, a device-side assert).
+        """
+        check_token_tensor("tokens", tokens)
         return self.embedding(tokens) * self.scale  # (B, T) -> (B, T, d_model)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..validation import check_positive_int, check_probability
 
+Activation = Literal["gelu", "relu", "swiglu"]
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swiglu": F.silu}
 """Activation names and their element-wise function; for ``"swiglu"`` it is the gate's function (SiLU)."""
-
-GATED = frozenset({"swiglu"})
-"""Activations that use a gated unit (a third matrix, ``linear3``)."""
 
 
 class FeedForward(nn.Module):
@@ -29,8 +29,7 @@ class FeedForward(nn.Module):
     Shazeer (2020) and LLaMA do (``benchmarks/variants.py`` runs SwiGLU both ways).
 
     Args:
-        d_model: input and output width.
-        d_ff: hidden width.
+        d_model, d_ff: input and output width, hidden width.
         dropout: dropout after the activation (after the gating product for SwiGLU).
         activation: ``"relu"`` (the paper), ``"gelu"`` or ``"swiglu"``.
 
@@ -38,17 +37,16 @@ class FeedForward(nn.Module):
         x: ``(B, T, d_model)``; output: ``(B, T, d_model)``.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: Activation = "relu") -> None:
         super().__init__()
         check_positive_int("d_model", d_model)
         check_positive_int("d_ff", d_ff)
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation={activation!r} is not one of {sorted(ACTIVATIONS)}")
-        self.activation_name = activation
         self.activation = ACTIVATIONS[activation]
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
-        self.linear3 = nn.Linear(d_model, d_ff) if activation in GATED else None  # the gated unit's second input
+        self.linear3 = nn.Linear(d_model, d_ff) if activation == "swiglu" else None  # the gated unit's second input
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         for linear in (self.linear1, self.linear2, self.linear3):
             if linear is not None:

@@ -1,27 +1,27 @@
-"""Encoder and decoder layers and stacks (编码器 / 解码器), Post-LN or Pre-LN.
+"""Encoder and decoder layers and stacks (编码器 / 解码器), Post-LN or Pre-LN, built from one :class:`~.LayerSpec`.
 
-Post-LN (the paper, ``norm_first=False``): ``x = norm(x + dropout(sublayer(x)))``.
-Pre-LN (``norm_first=True``): ``x = x + dropout(sublayer(norm(x)))``, and the stack ends with a
-final norm, because nothing else normalises the last layer's output.
+Both layers wrap each sub-layer the same way, in :func:`~.residual`: Post-LN (the paper,
+``norm_first=False``) computes ``x = norm(x + dropout(sublayer(x)))``; Pre-LN (``norm_first=True``)
+computes ``x = x + dropout(sublayer(norm(x)))``, and its stack ends with a final norm, because
+nothing else normalises the last layer's output.
 
-The variants are keyword arguments of every class here (defaults: the paper's model):
-``norm="rmsnorm"`` puts :class:`~.RMSNorm` wherever ``LayerNorm`` was,
-``num_kv_heads`` makes every attention grouped-query, and ``rotary`` (a
-:class:`~.RotaryEmbedding`) rotates queries and keys in the
-**self**-attentions only (cross-attention compares decoder and encoder positions, which do not
-count from a common origin in any useful way, so it stays position-free).
+The variants are fields of the spec (``norm``, ``num_kv_heads``, ``activation``), except the
+``rotary`` module (a :class:`~.RotaryEmbedding`), passed beside it because one module serves every
+layer. It rotates queries and keys in the **self**-attentions only: decoder and encoder positions
+do not count from a common origin in any useful way, so cross-attention stays position-free.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from ..validation import check_positive_int, check_probability
-from .feedforward import FeedForward
+from ..validation import check_positive_int
+from .feedforward import Activation, FeedForward
 from .multihead import KVCache, MultiHeadAttention
-from .norms import make_norm
+from .norms import NormName, make_norm
 from .positional import RotaryEmbedding
 
 
@@ -29,8 +29,8 @@ from .positional import RotaryEmbedding
 class LayerSpec:
     """What every layer of a stack shares: the widths, the dropout, where the norms go, the variants.
 
-    The fields are the arguments of :class:`~.EncoderLayer` and :class:`~.DecoderLayer` (see there);
-    :meth:`~.TransformerConfig.layer_spec` gives a model's.
+    The fields mean what the fields of the same names of :class:`~.TransformerConfig` mean, whose
+    :meth:`~.TransformerConfig.layer_spec` gives a model's; the modules built from them check them.
     """
 
     d_model: int
@@ -38,78 +38,69 @@ class LayerSpec:
     d_ff: int
     dropout: float = 0.1
     norm_first: bool = False
-    activation: str = "relu"
+    activation: Activation = "relu"
     attention_dropout: float = 0.0
-    norm: str = "layernorm"
+    norm: NormName = "layernorm"
     num_kv_heads: int | None = None
+
+    def attention(self, rotary: RotaryEmbedding | None = None) -> MultiHeadAttention:
+        """A fresh attention module of this spec (``rotary`` for self-attention only)."""
+        return MultiHeadAttention(
+            self.d_model, self.num_heads, self.attention_dropout, num_kv_heads=self.num_kv_heads, rotary=rotary
+        )
+
+
+def residual(
+    x: Tensor, sublayer: Callable[[Tensor], Tensor], norm: nn.Module, dropout: nn.Module, norm_first: bool
+) -> Tensor:
+    """One sub-layer with its residual connection (残差连接) and its norm, Pre-LN or Post-LN.
+
+    Shape: ``x`` and the output ``(B, T, d_model)``; ``sublayer`` keeps the shape.
+    """
+    if norm_first:
+        return x + dropout(sublayer(norm(x)))
+    return norm(x + dropout(sublayer(x)))
+
+
+def _check_spec(spec: object) -> LayerSpec:
+    if not isinstance(spec, LayerSpec):
+        raise TypeError(f"spec must be a LayerSpec, e.g. LayerSpec(d_model=16, num_heads=2, d_ff=32), got {spec!r}")
+    return spec
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each wrapped in a residual connection (残差连接) and a norm.
+    """Self-attention then feed-forward, each wrapped by :func:`~.residual`.
 
-    Args:
-        d_model, num_heads, d_ff: widths (see :class:`~.MultiHeadAttention`, :class:`~.FeedForward`).
-        dropout: residual dropout on each sub-layer's output, and inside the feed-forward.
-        norm_first: ``False`` for Post-LN (the paper), ``True`` for Pre-LN.
-        activation: feed-forward activation (``"relu"``, ``"gelu"`` or ``"swiglu"``).
-        attention_dropout: dropout on the attention weights (the paper does not use it).
-        norm: ``"layernorm"`` (the paper) or ``"rmsnorm"``.
-        num_kv_heads: key/value heads of the attention (``None``: ``num_heads``).
-        rotary: rotary embedding for the self-attention's queries and keys (``None``: none).
+    ``spec`` gives the widths, dropout, norm placement and variants; ``rotary`` (if any) rotates the
+    self-attention's queries and keys.
 
     Shape:
         x: ``(B, T, d_model)``; mask: bool broadcasting to ``(B, H, T, T)``; output: ``(B, T, d_model)``.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        norm_first: bool = False,
-        activation: str = "relu",
-        attention_dropout: float = 0.0,
-        *,
-        norm: str = "layernorm",
-        num_kv_heads: int | None = None,
-        rotary: RotaryEmbedding | None = None,
-    ) -> None:
+    def __init__(self, spec: LayerSpec, rotary: RotaryEmbedding | None = None) -> None:
         super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(
-            d_model, num_heads, attention_dropout, num_kv_heads=num_kv_heads, rotary=rotary
-        )
-        self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = make_norm(norm, d_model)
-        self.norm2 = make_norm(norm, d_model)
-        self.dropout1 = nn.Dropout(check_probability("dropout", dropout))
-        self.dropout2 = nn.Dropout(dropout)
-
-    @classmethod
-    def from_spec(cls, spec: LayerSpec, rotary: RotaryEmbedding | None = None) -> EncoderLayer:
-        """The layer that ``spec`` describes."""
-        return cls(**asdict(spec), rotary=rotary)
-
-    def _self_attention(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        return self.dropout1(self.self_attn(x, x, x, mask)[0])
+        self.norm_first = _check_spec(spec).norm_first
+        self.self_attn = spec.attention(rotary)
+        self.ff = FeedForward(spec.d_model, spec.d_ff, spec.dropout, spec.activation)
+        self.norm1 = make_norm(spec.norm, spec.d_model)
+        self.norm2 = make_norm(spec.norm, spec.d_model)
+        self.dropout1 = nn.Dropout(spec.dropout)
+        self.dropout2 = nn.Dropout(spec.dropout)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """Run the two sub-layers; see the class docstring for shapes."""
-        if self.norm_first:
-            x = x + self._self_attention(self.norm1(x), mask)
-            return x + self.dropout2(self.ff(self.norm2(x)))
-        x = self.norm1(x + self._self_attention(x, mask))
-        return self.norm2(x + self.dropout2(self.ff(x)))
+        x = residual(x, lambda h: self.self_attn(h, h, h, mask)[0], self.norm1, self.dropout1, self.norm_first)
+        return residual(x, self.ff, self.norm2, self.dropout2, self.norm_first)
 
 
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention (交叉注意力) to the encoder output, then feed-forward.
 
     Cross-attention takes its **query from the decoder** (``x``) and its **key and value from the
-    encoder output** (``memory``), so source and target may have different lengths.
-
-    Arguments as :class:`~.EncoderLayer`; ``rotary`` applies to the self-attention only.
+    encoder output** (``memory``), so source and target may have different lengths. Arguments as
+    :class:`~.EncoderLayer` (``rotary`` for the self-attention only); each sub-layer is wrapped by
+    :func:`~.residual`.
 
     Shape:
         x: ``(B, T, d_model)``; memory: ``(B, S, d_model)``;
@@ -117,38 +108,18 @@ class DecoderLayer(nn.Module):
         output: ``(B, T, d_model)``.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        norm_first: bool = False,
-        activation: str = "relu",
-        attention_dropout: float = 0.0,
-        *,
-        norm: str = "layernorm",
-        num_kv_heads: int | None = None,
-        rotary: RotaryEmbedding | None = None,
-    ) -> None:
+    def __init__(self, spec: LayerSpec, rotary: RotaryEmbedding | None = None) -> None:
         super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(
-            d_model, num_heads, attention_dropout, num_kv_heads=num_kv_heads, rotary=rotary
-        )
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, attention_dropout, num_kv_heads=num_kv_heads)
-        self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = make_norm(norm, d_model)
-        self.norm2 = make_norm(norm, d_model)
-        self.norm3 = make_norm(norm, d_model)
-        self.dropout1 = nn.Dropout(check_probability("dropout", dropout))
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
-
-    @classmethod
-    def from_spec(cls, spec: LayerSpec, rotary: RotaryEmbedding | None = None) -> DecoderLayer:
-        """The layer that ``spec`` describes."""
-        return cls(**asdict(spec), rotary=rotary)
+        self.norm_first = _check_spec(spec).norm_first
+        self.self_attn = spec.attention(rotary)
+        self.cross_attn = spec.attention()
+        self.ff = FeedForward(spec.d_model, spec.d_ff, spec.dropout, spec.activation)
+        self.norm1 = make_norm(spec.norm, spec.d_model)
+        self.norm2 = make_norm(spec.norm, spec.d_model)
+        self.norm3 = make_norm(spec.norm, spec.d_model)
+        self.dropout1 = nn.Dropout(spec.dropout)
+        self.dropout2 = nn.Dropout(spec.dropout)
+        self.dropout3 = nn.Dropout(spec.dropout)
 
     def forward(
         self,
@@ -157,62 +128,36 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         cache: tuple[KVCache, KVCache] | None = None,
-        is_causal: bool = False,
     ) -> Tensor:
-        """Run the three sub-layers; ``cache`` = (self-attention cache, cross-attention cache).
-
-        ``is_causal=True`` (with ``tgt_mask=None``) makes the self-attention causal without a mask tensor.
-        """
+        """Run the three sub-layers; ``cache`` = (self-attention cache, cross-attention cache)."""
         self_cache, cross_cache = cache if cache is not None else (None, None)
 
-        def self_block(h: Tensor) -> Tensor:
-            return self.dropout1(self.self_attn(h, h, h, tgt_mask, cache=self_cache, is_causal=is_causal)[0])
+        def self_attention(h: Tensor) -> Tensor:
+            return self.self_attn(h, h, h, tgt_mask, cache=self_cache)[0]
 
-        def cross_block(h: Tensor) -> Tensor:
-            return self.dropout2(self.cross_attn(h, memory, memory, memory_mask, cache=cross_cache)[0])
+        def cross_attention(h: Tensor) -> Tensor:
+            return self.cross_attn(h, memory, memory, memory_mask, cache=cross_cache)[0]
 
-        if self.norm_first:
-            x = x + self_block(self.norm1(x))
-            x = x + cross_block(self.norm2(x))
-            return x + self.dropout3(self.ff(self.norm3(x)))
-        x = self.norm1(x + self_block(x))
-        x = self.norm2(x + cross_block(x))
-        return self.norm3(x + self.dropout3(self.ff(x)))
+        x = residual(x, self_attention, self.norm1, self.dropout1, self.norm_first)
+        x = residual(x, cross_attention, self.norm2, self.dropout2, self.norm_first)
+        return residual(x, self.ff, self.norm3, self.dropout3, self.norm_first)
 
 
 class Encoder(nn.Module):
-    """A stack of :class:`~.EncoderLayer`, with a final norm in Pre-LN mode (arguments as the layer's).
+    """A stack of ``num_layers`` :class:`~.EncoderLayer`, with a final norm in Pre-LN mode.
+
+    Each layer is built anew from the spec, so each starts from its own random weights (a copy of
+    one layer, as ``nn.TransformerEncoder`` makes, would start them all equal).
 
     Shape:
         x: ``(B, S, d_model)``; mask: broadcasting to ``(B, H, S, S)``; output: ``(B, S, d_model)``.
     """
 
-    def __init__(
-        self,
-        num_layers: int,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        norm_first: bool = False,
-        activation: str = "relu",
-        attention_dropout: float = 0.0,
-        *,
-        norm: str = "layernorm",
-        num_kv_heads: int | None = None,
-        rotary: RotaryEmbedding | None = None,
-    ) -> None:
+    def __init__(self, spec: LayerSpec, num_layers: int, rotary: RotaryEmbedding | None = None) -> None:
         super().__init__()
         check_positive_int("num_layers", num_layers)
-        widths = (d_model, num_heads, d_ff)
-        spec = LayerSpec(*widths, dropout, norm_first, activation, attention_dropout, norm, num_kv_heads)
-        self.layers = nn.ModuleList(EncoderLayer.from_spec(spec, rotary) for _ in range(num_layers))
-        self.norm = make_norm(norm, d_model) if norm_first else None
-
-    @classmethod
-    def from_spec(cls, num_layers: int, spec: LayerSpec, rotary: RotaryEmbedding | None = None) -> Encoder:
-        """A stack of ``num_layers`` layers that ``spec`` describes."""
-        return cls(num_layers, **asdict(spec), rotary=rotary)
+        self.layers = nn.ModuleList(EncoderLayer(spec, rotary) for _ in range(num_layers))
+        self.norm = make_norm(spec.norm, spec.d_model) if spec.norm_first else None
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """Run every layer in turn."""
@@ -222,38 +167,17 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """A stack of :class:`~.DecoderLayer`, with a final norm in Pre-LN mode (arguments as the layer's).
+    """A stack of ``num_layers`` :class:`~.DecoderLayer`, with a final norm in Pre-LN mode (see :class:`~.Encoder`).
 
     Shape:
         x: ``(B, T, d_model)``; memory: ``(B, S, d_model)``; output: ``(B, T, d_model)``.
     """
 
-    def __init__(
-        self,
-        num_layers: int,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        norm_first: bool = False,
-        activation: str = "relu",
-        attention_dropout: float = 0.0,
-        *,
-        norm: str = "layernorm",
-        num_kv_heads: int | None = None,
-        rotary: RotaryEmbedding | None = None,
-    ) -> None:
+    def __init__(self, spec: LayerSpec, num_layers: int, rotary: RotaryEmbedding | None = None) -> None:
         super().__init__()
         check_positive_int("num_layers", num_layers)
-        widths = (d_model, num_heads, d_ff)
-        spec = LayerSpec(*widths, dropout, norm_first, activation, attention_dropout, norm, num_kv_heads)
-        self.layers = nn.ModuleList(DecoderLayer.from_spec(spec, rotary) for _ in range(num_layers))
-        self.norm = make_norm(norm, d_model) if norm_first else None
-
-    @classmethod
-    def from_spec(cls, num_layers: int, spec: LayerSpec, rotary: RotaryEmbedding | None = None) -> Decoder:
-        """A stack of ``num_layers`` layers that ``spec`` describes."""
-        return cls(num_layers, **asdict(spec), rotary=rotary)
+        self.layers = nn.ModuleList(DecoderLayer(spec, rotary) for _ in range(num_layers))
+        self.norm = make_norm(spec.norm, spec.d_model) if spec.norm_first else None
 
     def forward(
         self,
@@ -262,9 +186,8 @@ class Decoder(nn.Module):
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         cache: list[tuple[KVCache, KVCache]] | None = None,
-        is_causal: bool = False,
     ) -> Tensor:
         """Run every layer in turn; ``cache`` holds one (self, cross) pair per layer."""
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache[i], is_causal)
+            x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache[i])
         return x if self.norm is None else self.norm(x)

@@ -1,8 +1,5 @@
-"""Multi-head attention (多头注意力) with an optional key/value cache for decoding.
-
-Two variants are options of the same module: grouped-query attention (分组查询注意力, fewer key/value
-heads than query heads, ``num_kv_heads``) and rotary position embeddings (旋转位置编码) applied to the
-queries and keys of self-attention (``rotary``).
+"""Multi-head attention (多头注意力) with a key/value cache for decoding; grouped-query attention
+(分组查询注意力, ``num_kv_heads``) and rotary position embeddings (旋转位置编码, ``rotary``) are its options.
 """
 
 from __future__ import annotations
@@ -15,7 +12,6 @@ from torch import Tensor, nn
 
 from ..validation import check_divisible, check_mask, check_positive_int, check_probability
 from .attention import scaled_dot_product_attention
-from .masks import causal_mask
 from .positional import RotaryEmbedding
 
 
@@ -23,10 +19,9 @@ from .positional import RotaryEmbedding
 class KVCache:
     """Keys and values already projected, kept between decoding steps.
 
-    A *growing* cache (decoder self-attention) appends the new position's key and value at each
-    step. A *static* cache (cross-attention) is filled once from the encoder output and reused.
-    With grouped-query attention the cache holds only the ``H_kv`` key/value heads (that is the
-    memory it saves); with rotary embeddings it holds the keys already rotated.
+    A *growing* cache (decoder self-attention) appends the new positions' keys and values at each
+    step; a *static* one (cross-attention) is filled once from the encoder output. It holds only
+    the ``H_kv`` key/value heads (grouped-query attention saves that memory), and rotated keys with RoPE.
 
     Shape:
         key, value: ``(B, H_kv, T_cached, d_k)``, ``H_kv`` = the attention's ``num_kv_heads``.
@@ -40,6 +35,22 @@ class KVCache:
     def length(self) -> int:
         """Number of cached positions."""
         return 0 if self.key is None else self.key.size(-2)
+
+    @property
+    def filled(self) -> bool:
+        """Whether this is a static cache that already holds its keys and values (they need no new projection)."""
+        return self.static and self.key is not None
+
+    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Append (growing) or store (static) the new positions' keys and values; return all of them.
+
+        Shape: key, value ``(B, H_kv, T_new, d_k)``; outputs ``(B, H_kv, T_cached + T_new, d_k)``.
+        """
+        if self.key is not None and self.value is not None and not self.static:
+            key = torch.cat([self.key, key], dim=-2)  # (B, H_kv, T_cached + T_new, d_k)
+            value = torch.cat([self.value, value], dim=-2)
+        self.key, self.value = key, value
+        return key, value
 
     def reorder(self, index: Tensor) -> None:
         """Select batch rows (beam search keeps the beams it extends). ``index``: ``(B_new,)``."""
@@ -55,10 +66,8 @@ def guarded_attention(
 
     Such a row is let attend everywhere (any finite result), then zeroed. ``MultiHeadAttention``
     uses it on backends where it has not been checked that PyTorch's kernels already do this; the
-    guard costs a reduction over the mask and a multiplication of the output.
-
-    ``enable_gqa`` is passed on to PyTorch: keys and values may then have fewer heads ``H_kv``
-    (dividing ``H``), each shared by ``H / H_kv`` consecutive query heads.
+    guard costs a reduction over the mask and a multiplication of the output. With ``enable_gqa``
+    (passed on to PyTorch), each of the ``H_kv`` key/value heads serves ``H / H_kv`` query heads.
 
     Shape:
         query: ``(B, H, T_q, d_k)``; key, value: ``(B, H, T_k, d_k)`` (``(B, H_kv, T_k, d_k)`` with
@@ -77,30 +86,23 @@ class MultiHeadAttention(nn.Module):
 
     ``head_i = Attention(Q W_q_i, K W_k_i, V W_v_i)``, ``output = concat(head_1..head_h) W_o``.
     The per-head projections are stored as one ``nn.Linear(d_model, d_model)`` each for Q, K and V
-    (the head ``i`` weights are rows ``i*d_k:(i+1)*d_k``); in self-attention the three are applied
-    in a single matrix product, as ``nn.MultiheadAttention`` does.
+    (the head ``i`` weights are rows ``i*d_k:(i+1)*d_k``); projections of the same input run as one
+    matrix product, as ``nn.MultiheadAttention`` does. Without ``need_weights`` the attention is
+    PyTorch's fused ``F.scaled_dot_product_attention``; with it, the reference
+    :func:`~.attention.scaled_dot_product_attention`, which returns the weights. Both agree (tested)
+    and give a query row whose keys are all masked a zero output (see :func:`~.guarded_attention`).
 
-    Without ``need_weights`` the attention runs PyTorch's fused
-    ``F.scaled_dot_product_attention``; with it, the reference :func:`~.attention.scaled_dot_product_attention`
-    so that the weights can be returned. Both agree (tested), and both give a query row whose keys
-    are all masked a zero output (see :func:`~.guarded_attention`).
+    **Grouped-query attention** (分组查询注意力, GQA; Ainslie et al., 2023): with ``num_kv_heads = H_kv < H``,
+    ``k_proj`` and ``v_proj`` produce only ``H_kv`` heads, and query heads ``g*i .. g*i + g - 1``
+    (``g = H / H_kv``) all use key/value head ``i`` (``H_kv = 1``: multi-query attention). It saves
+    key/value parameters and, above all, a factor ``g`` of key/value cache.
 
-    **Grouped-query attention** (分组查询注意力, GQA; Ainslie et al., 2023): with
-    ``num_kv_heads = H_kv < H``, ``k_proj`` and ``v_proj`` produce only ``H_kv`` heads
-    (``nn.Linear(d_model, H_kv * d_k)``) and query heads ``g*i .. g*i + g - 1`` (``g = H / H_kv``)
-    all use key/value head ``i``. ``H_kv = 1`` is multi-query attention. It saves key/value
-    parameters and, above all, a factor ``g`` of key/value cache during decoding; with
-    ``H_kv = H`` it is exactly multi-head attention (tested).
-
-    **Rotary embeddings** (``rotary``, a :class:`~.RotaryEmbedding`):
-    queries and keys are rotated by their positions after the projection, before the scores; a
-    growing cache's keys are stored rotated and new positions start at the cache's length, so
-    cached decoding equals full decoding. Meant for self-attention (positions of queries and keys
-    count from the same origin); it cannot be combined with a static cache.
+    **Rotary embeddings** (``rotary``, a :class:`~.RotaryEmbedding`) rotate queries and keys by their
+    positions after the projection; a growing cache stores its keys rotated and numbers new positions
+    from its length. For self-attention only: queries and keys must count from the same origin.
 
     Args:
-        d_model: model width; must be divisible by ``num_heads``.
-        num_heads: number of (query) heads ``h``; each has width ``d_k = d_model / h``.
+        d_model, num_heads: model width and number of (query) heads ``h``; each head has width ``d_k = d_model / h``.
         dropout: dropout on the attention weights (training only).
         bias: whether the four projections have biases.
         num_kv_heads: key/value heads (``None``: ``num_heads``); must divide ``num_heads``.
@@ -122,11 +124,9 @@ class MultiHeadAttention(nn.Module):
         rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
-        check_positive_int("d_model", d_model)
-        check_positive_int("num_heads", num_heads)
+        self.d_model = check_positive_int("d_model", d_model)
+        self.num_heads = check_positive_int("num_heads", num_heads)
         self.d_k = check_divisible(d_model, num_heads)
-        self.d_model = d_model
-        self.num_heads = num_heads
         self.num_kv_heads = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
         if num_heads % self.num_kv_heads != 0:
             raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={num_heads}")
@@ -145,29 +145,6 @@ class MultiHeadAttention(nn.Module):
             if proj.bias is not None:
                 nn.init.zeros_(proj.bias)
 
-    def _split_heads(self, x: Tensor) -> Tensor:
-        batch, length, width = x.shape
-        x = x.view(batch, length, width // self.d_k, self.d_k)  # (B, T, h * d_k) -> (B, T, h, d_k)
-        return x.transpose(1, 2)  # (B, T, h, d_k) -> (B, h, T, d_k); h = H for queries, H_kv for keys/values
-
-    def _project(self, x: Tensor, projections: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
-        """Apply several projections to the same input in one matrix product."""
-        weight = torch.cat([p.weight for p in projections])  # (sum of out_features, d_model)
-        biases = [p.bias for p in projections]
-        bias = None if biases[0] is None else torch.cat(biases)  # (sum of out_features,)
-        fused = F.linear(x, weight, bias)  # (B, T, sum of out_features)
-        sizes = [p.out_features for p in projections]
-        return tuple(self._split_heads(part) for part in fused.split(sizes, dim=-1))
-
-    def project_key_value(self, memory: Tensor) -> tuple[Tensor, Tensor]:
-        """Project keys and values once, e.g. the encoder output for a cross-attention cache.
-
-        Shape:
-            memory: ``(B, T_k, d_model)``; outputs: two ``(B, H_kv, T_k, d_k)``.
-        """
-        key, value = self._project(memory, (self.k_proj, self.v_proj))
-        return key, value
-
     def forward(
         self,
         query: Tensor,
@@ -176,19 +153,32 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         need_weights: bool = False,
         cache: KVCache | None = None,
-        is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes.
 
         With a ``cache``, only the new query positions are passed; a growing cache appends their
         keys and values, a static cache is filled on first use and then reused (``key`` and
-        ``value`` are ignored once it is full). With ``rotary``, the new positions are numbered
-        from the growing cache's length (0 without a cache).
-
-        ``is_causal=True`` (no ``mask``, as many keys as queries) means the causal mask: position
-        ``t`` attends to ``0..t``. PyTorch's fused kernel then skips the masked half of the scores
-        instead of reading a mask (``F.scaled_dot_product_attention(is_causal=True)``).
+        ``value`` are ignored once it is :attr:`~.KVCache.filled`).
         """
+        self._check_inputs(query, key, value, cache)
+        if cache is not None and cache.filled:  # cross-attention after the first step: the encoder's keys
+            q, k, v = self._split_heads(self.q_proj(query)), cache.key, cache.value
+        else:
+            q, k, v = self._project(query, key, value)
+            if self.rotary is not None:  # the new positions come after the cached ones
+                offset = 0 if cache is None else cache.length
+                q, k = self.rotary(q, offset), self.rotary(k, offset)  # (B, H, T_q, d_k), (B, H_kv, T_k, d_k)
+            if cache is not None:
+                k, v = cache.update(k, v)  # (B, H_kv, T_cached + T_q, d_k)
+        assert k is not None and v is not None  # a filled cache holds both
+        batch, t_q = query.shape[:2]
+        check_mask("mask", mask, (batch, self.num_heads, t_q, k.size(-2)))
+        out, weights = self._attend(q, k, v, mask, need_weights)  # (B, H, T_q, d_k)
+        out = out.transpose(1, 2).reshape(batch, t_q, self.d_model)  # (B, H, T_q, d_k) -> (B, T_q, d_model)
+        return self.out_proj(out), weights
+
+    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor, cache: KVCache | None) -> None:
+        """Shapes only: reading a value would make the host wait for the GPU."""
         if query.dim() != 3 or query.size(-1) != self.d_model:
             raise ValueError(f"query must have shape (B, T_q, d_model={self.d_model}), got {tuple(query.shape)}")
         if key.shape[:1] != query.shape[:1] or key.size(-1) != self.d_model or key.shape != value.shape:
@@ -198,53 +188,44 @@ class MultiHeadAttention(nn.Module):
             )
         if self.rotary is not None and cache is not None and cache.static:
             raise ValueError("a static cache (cross-attention) cannot be used with rotary embeddings")
-        if cache is not None and cache.static and cache.key is not None:
-            q = self._split_heads(self.q_proj(query))  # (B, H, T_q, d_k)
-            k, v = cache.key, cache.value
-        elif query is key and key is value:  # self-attention: one product for Q, K and V
-            q, k, v = self._project(query, (self.q_proj, self.k_proj, self.v_proj))
-        else:
-            q = self._split_heads(self.q_proj(query))  # (B, H, T_q, d_k)
-            if key is value:
-                k, v = self._project(key, (self.k_proj, self.v_proj))
-            else:
-                k, v = self._split_heads(self.k_proj(key)), self._split_heads(self.v_proj(value))
-        if self.rotary is not None:  # rotate by position; a growing cache holds the earlier positions
-            offset = cache.length if cache is not None else 0
-            q = self.rotary(q, offset)  # (B, H, T_q, d_k)
-            k = self.rotary(k, offset)  # (B, H_kv, T_k, d_k)
-        if cache is not None and not (cache.static and cache.key is not None):
-            if not cache.static and cache.key is not None and cache.value is not None:
-                k = torch.cat([cache.key, k], dim=-2)  # (B, H_kv, T_cached + T_q, d_k)
-                v = torch.cat([cache.value, v], dim=-2)  # (B, H_kv, T_cached + T_q, d_k)
-            cache.key, cache.value = k, v
-        assert v is not None
-        batch, t_q = query.shape[:2]
-        check_mask("mask", mask, (batch, self.num_heads, t_q, k.size(-2)))
-        if is_causal:
-            if mask is not None or k.size(-2) != t_q:
-                raise ValueError(
-                    "is_causal=True takes no mask and as many keys as queries (no cached earlier positions); "
-                    f"got mask={'a tensor' if mask is not None else None}, {t_q} queries and {k.size(-2)} keys"
-                )
-            if need_weights:  # the reference path wants the mask itself
-                mask, is_causal = causal_mask(t_q, q.device), False
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        batch, length, width = x.shape
+        x = x.view(batch, length, width // self.d_k, self.d_k)  # (B, T, h * d_k) -> (B, T, h, d_k)
+        return x.transpose(1, 2)  # (B, T, h, d_k) -> (B, h, T, d_k); h = H for queries, H_kv for keys/values
+
+    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
+        """Queries, keys and values split into heads.
+
+        Projections of the same tensor run as one matrix product of the concatenated weights, as
+        ``nn.MultiheadAttention`` does: all three in self-attention, keys and values in cross-attention.
+        """
+        if query is key and key is value:
+            return self._fused(query, (self.q_proj, self.k_proj, self.v_proj))
+        q = self._split_heads(self.q_proj(query))  # (B, H, T_q, d_k)
+        if key is value:
+            return (q, *self._fused(key, (self.k_proj, self.v_proj)))
+        return q, self._split_heads(self.k_proj(key)), self._split_heads(self.v_proj(value))
+
+    def _fused(self, x: Tensor, projections: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
+        """Apply several projections to the same input in one matrix product."""
+        weight = torch.cat([p.weight for p in projections])  # (sum of out_features, d_model)
+        bias = None if projections[0].bias is None else torch.cat([p.bias for p in projections])
+        fused = F.linear(x, weight, bias)  # (B, T, sum of out_features)
+        return tuple(self._split_heads(part) for part in fused.split([p.out_features for p in projections], dim=-1))
+
+    def _attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attention of every head; the weights too if asked for. Output: ``(B, H, T_q, d_k)``."""
         dropout_p = self.dropout if self.training else 0.0
-        weights: Tensor | None = None
         gqa = self.groups > 1
-        if need_weights:
-            if gqa:  # the reference path wants one key/value head per query head
-                k = k.repeat_interleave(self.groups, dim=1)  # (B, H_kv, T_k, d_k) -> (B, H, T_k, d_k)
-                v = v.repeat_interleave(self.groups, dim=1)  # (B, H_kv, T_k, d_k) -> (B, H, T_k, d_k)
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)  # (B, H, T_q, d_k)
-        elif mask is None or q.device.type == "cpu":  # (is_causal comes here: it has no mask)
+        if need_weights:  # the step-by-step reference wants one key/value head per query head: (B, H, T_k, d_k)
+            k, v = k.repeat_interleave(self.groups, dim=1), v.repeat_interleave(self.groups, dim=1)
+            return scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        if mask is None or q.device.type == "cpu":
             # On the CPU, PyTorch (>= 2.5) already gives a fully masked query row a zero output and
             # finite gradients (the tests check it), so the mask goes in as it is. With enable_gqa,
             # PyTorch shares each key/value head among its group of query heads without copying it.
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, enable_gqa=gqa
-            )  # (B, H, T_q, d_k)
-        else:
-            out = guarded_attention(q, k, v, mask, dropout_p, enable_gqa=gqa)  # (B, H, T_q, d_k)
-        out = out.transpose(1, 2).reshape(batch, t_q, self.d_model)  # (B, H, T_q, d_k) -> (B, T_q, d_model)
-        return self.out_proj(out), weights
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa), None
+        return guarded_attention(q, k, v, mask, dropout_p, enable_gqa=gqa), None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -16,9 +18,8 @@ class LayerNorm(nn.Module):
     inside the square root, exactly as ``nn.LayerNorm``. Statistics are per token, so the result
     does not depend on the batch, on padding elsewhere in the batch, or on train/eval mode.
 
-    The computation is PyTorch's fused ``F.layer_norm`` (one kernel forward, one backward);
-    chapter 6 writes the formula and its gradient out by hand and proves them equal to it, and the
-    tests check this module against ``nn.LayerNorm`` and with ``gradcheck``.
+    The computation is PyTorch's fused ``F.layer_norm``; chapter 6 writes the formula and its
+    gradient out by hand and proves them equal to it, the tests compare with ``nn.LayerNorm``.
 
     Shape:
         x: ``(..., d_model)``; output: same shape.
@@ -41,7 +42,8 @@ class LayerNorm(nn.Module):
 class RMSNorm(nn.Module):
     """Scale each vector by the inverse of its root mean square: ``x / sqrt(mean(x^2) + eps) * weight``.
 
-    No centring and no bias (Zhang and Sennrich, 2019); equals ``nn.RMSNorm`` with the same ``eps``.
+    No centring and no bias (Zhang and Sennrich, 2019). The computation is PyTorch's ``F.rms_norm``;
+    chapter 15 writes the formula out and the tests compare this module with ``nn.RMSNorm``.
 
     Shape:
         x: ``(..., d_model)``; output: same shape.
@@ -57,19 +59,16 @@ class RMSNorm(nn.Module):
         """Normalise over the last dimension."""
         if x.size(-1) != self.d_model:
             raise ValueError(f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}")
-        mean_square = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
-        return x * torch.rsqrt(mean_square + self.eps) * self.weight
+        return F.rms_norm(x, (self.d_model,), self.weight, self.eps)
 
 
+NormName = Literal["layernorm", "rmsnorm"]
 NORMS: dict[str, type[LayerNorm] | type[RMSNorm]] = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 """The normalisations a layer can use, by the name ``TransformerConfig.norm`` gives them."""
 
 
-def make_norm(kind: str, d_model: int) -> LayerNorm | RMSNorm:
-    """A fresh ``LayerNorm`` (``kind="layernorm"``) or ``RMSNorm`` (``"rmsnorm"``) of width ``d_model``.
-
-    Each keeps its own default ``eps`` (1e-5 for LayerNorm as ``nn.LayerNorm``, 1e-6 for RMSNorm).
-    """
+def make_norm(kind: NormName, d_model: int) -> LayerNorm | RMSNorm:
+    """A fresh norm of width ``d_model`` with its own default ``eps`` (1e-5 as ``nn.LayerNorm``, 1e-6 for RMSNorm)."""
     if kind not in NORMS:
         raise ValueError(f"norm={kind!r} is not one of {list(NORMS)}")
     return NORMS[kind](d_model)

@@ -1,14 +1,15 @@
 """Positional encoding (位置编码): the paper's sinusoidal table, a learned table, rotary embeddings.
 
-The first two are *added* to the token embeddings before the first layer (:class:`~.PositionalEncoding`,
-:class:`~.LearnedPositionalEmbedding`). Rotary embeddings (:class:`~.RotaryEmbedding`, 旋转位置编码) add
-nothing: every self-attention rotates its queries and keys by their positions instead, so the model
-gets :class:`~.NoPositionalEncoding` (dropout only) at its input. :func:`~.make_positional` picks by name.
+The first two are *added* to the token embeddings (:class:`~.PositionalEncoding`,
+:class:`~.LearnedPositionalEmbedding`). Rotary embeddings (:class:`~.RotaryEmbedding`, 旋转位置编码)
+rotate queries and keys inside every self-attention instead, so the model's input gets
+:class:`~.NoPositionalEncoding` (dropout only). :func:`~.make_positional` picks by name.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Literal, get_args
 
 import torch
 from torch import Tensor, nn
@@ -16,15 +17,23 @@ from torch import Tensor, nn
 from ..validation import check_positive_int, check_probability
 
 
+def _angles(max_len: int, width: int) -> Tensor:
+    """``theta[p, i] = p / 10000^(2i / width)`` in float64, the angles of both the sinusoidal table and RoPE.
+
+    Shape:
+        output: ``(max_len, width / 2)``.
+    """
+    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
+    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, width, 2, dtype=torch.float64) / width)  # (width / 2,)
+    return position * inv_freq  # (max_len, width / 2)
+
+
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     """Build the table ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(p / 10000^(2i/d))``.
 
     Each pair of columns ``(2i, 2i+1)`` is a sine/cosine of the position at one frequency; the
     wavelengths grow geometrically from ``2*pi`` to ``10000 * 2*pi``. Values lie in ``[-1, 1]``.
-
-    Args:
-        max_len: number of positions (rows).
-        d_model: width (columns); must be even so that sines and cosines pair up.
+    ``max_len`` is the number of rows; ``d_model`` must be even so that sines and cosines pair up.
 
     Shape:
         output: ``(max_len, d_model)``, float32.
@@ -33,17 +42,35 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     check_positive_int("d_model", d_model)
     if d_model % 2 != 0:
         raise ValueError(f"d_model={d_model} must be even: the table pairs a sine and a cosine per frequency")
-    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model / 2,)
-    inv_freq = torch.exp(-math.log(10000.0) * two_i / d_model)  # 1 / 10000^(2i/d)
-    angles = position * inv_freq  # (max_len, d_model / 2)
-    table = torch.empty(max_len, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(angles)
-    table[:, 1::2] = torch.cos(angles)
-    return table.to(torch.float32)
+    angles = _angles(max_len, d_model)  # (max_len, d_model / 2)
+    table = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1)  # (max_len, d_model / 2, 2)
+    return table.flatten(-2).to(torch.float32)  # columns sin, cos, sin, cos, ...
 
 
-class PositionalEncoding(nn.Module):
+class _InputPositions(nn.Module):
+    """What the model's three input modules share: the width, the longest sequence, the dropout, the checks."""
+
+    what = "positional encoding"
+
+    def __init__(self, d_model: int, dropout: float = 0.0, max_len: int = 5000) -> None:
+        super().__init__()
+        self.d_model = check_positive_int("d_model", d_model)
+        self.max_len = check_positive_int("max_len", max_len)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+
+    def _check(self, x: Tensor, offset: int) -> None:
+        if x.dim() != 3 or x.size(-1) != self.d_model:
+            raise ValueError(f"x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
+        if isinstance(offset, bool) or not isinstance(offset, (int, torch.SymInt)) or offset < 0:
+            raise ValueError(f"offset must be a non-negative int, got {offset!r}")
+        if offset + x.size(1) > self.max_len:
+            raise ValueError(
+                f"sequence length {offset + x.size(1)} exceeds max_len={self.max_len} of the {self.what}; "
+                f"build the model with a larger max_len"
+            )
+
+
+class PositionalEncoding(_InputPositions):
     """Add the sinusoidal table to a sequence of vectors, then apply dropout.
 
     The table is a non-persistent buffer: it follows ``.to(device)`` and is not saved in
@@ -55,37 +82,23 @@ class PositionalEncoding(nn.Module):
         max_len: longest sequence accepted.
 
     Shape:
-        x: ``(B, T, d_model)`` with ``T <= max_len``.
-        output: ``(B, T, d_model)``.
+        x: ``(B, T, d_model)``, the positions ``offset .. offset + T - 1`` (``offset + T <= max_len``;
+        incremental decoding passes the number of tokens already decoded); output: ``(B, T, d_model)``.
     """
 
     pe: Tensor
 
     def __init__(self, d_model: int, dropout: float = 0.0, max_len: int = 5000) -> None:
-        super().__init__()
-        self.d_model = d_model
-        self.max_len = max_len
-        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+        super().__init__(d_model, dropout, max_len)
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        """Return ``dropout(x + PE[offset : offset + T])``.
-
-        ``offset`` is the position of ``x[:, 0]``; incremental decoding passes the number of
-        tokens already decoded.
-        """
-        if x.dim() != 3 or x.size(-1) != self.d_model:
-            raise ValueError(f"x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
-        length = x.size(1)
-        if offset + length > self.max_len:
-            raise ValueError(
-                f"sequence length {offset + length} exceeds max_len={self.max_len} of the "
-                f"positional encoding; build the model with a larger max_len"
-            )
-        return self.dropout(x + self.pe[offset : offset + length].to(x.dtype))  # (B, T, d_model)
+        """Return ``dropout(x + PE[offset : offset + T])``."""
+        self._check(x, offset)
+        return self.dropout(x + self.pe[offset : offset + x.size(1)].to(x.dtype))  # (B, T, d_model)
 
 
-class LearnedPositionalEmbedding(nn.Module):
+class LearnedPositionalEmbedding(_InputPositions):
     """A trained table of position vectors (可学习位置编码), added like the sinusoidal one.
 
     Row ``p`` of an ``nn.Embedding(max_len, d_model)`` is the vector of position ``p`` (as in BERT and
@@ -93,82 +106,52 @@ class LearnedPositionalEmbedding(nn.Module):
     saw in training (rows beyond the longest training sequence stay at their random start). The
     rows start as ``N(0, 1/2)``, the mean square of the sinusoidal table's entries, so swapping one
     table for the other keeps the balance between token and position at initialisation.
-
-    Args:
-        d_model: width of the vectors.
-        dropout: dropout probability applied to the sum.
-        max_len: number of positions (rows).
-
-    Shape:
-        x: ``(B, T, d_model)`` with ``offset + T <= max_len``; output: ``(B, T, d_model)``.
+    Arguments and shapes as :class:`~.PositionalEncoding` (``max_len`` is the number of rows).
     """
 
+    what = "learned positional embedding"
+
     def __init__(self, d_model: int, dropout: float = 0.0, max_len: int = 5000) -> None:
-        super().__init__()
-        self.d_model = check_positive_int("d_model", d_model)
-        self.max_len = check_positive_int("max_len", max_len)
-        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+        super().__init__(d_model, dropout, max_len)
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, mean=0.0, std=0.5**0.5)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        """Return ``dropout(x + E[offset : offset + T])``; ``offset`` is the position of ``x[:, 0]``."""
-        _check_positions(x, self.d_model, offset, self.max_len, "learned positional embedding")
+        """Return ``dropout(x + E[offset : offset + T])``."""
+        self._check(x, offset)
         positions = torch.arange(offset, offset + x.size(1), device=x.device)  # (T,)
         return self.dropout(x + self.embedding(positions).to(x.dtype))  # (B, T, d_model) + (T, d_model)
 
 
-class NoPositionalEncoding(nn.Module):
+class NoPositionalEncoding(_InputPositions):
     """Dropout only, with the same length check: the model's input when positions enter inside attention.
 
     With rotary embeddings (:class:`~.RotaryEmbedding`) nothing is added to the token embeddings; the
-    embedding dropout of the paper stays.
-
-    Shape:
-        x: ``(B, T, d_model)`` with ``offset + T <= max_len``; output: ``(B, T, d_model)``.
+    embedding dropout of the paper stays. Arguments and shapes as :class:`~.PositionalEncoding`.
     """
 
-    def __init__(self, d_model: int, dropout: float = 0.0, max_len: int = 5000) -> None:
-        super().__init__()
-        self.d_model = check_positive_int("d_model", d_model)
-        self.max_len = check_positive_int("max_len", max_len)
-        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+    what = "rotary positional encoding"
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """Return ``dropout(x)`` after checking that the positions fit in ``max_len``."""
-        _check_positions(x, self.d_model, offset, self.max_len, "rotary positional encoding")
+        self._check(x, offset)
         return self.dropout(x)
 
 
-def _check_positions(x: Tensor, d_model: int, offset: int, max_len: int, what: str) -> None:
-    if x.dim() != 3 or x.size(-1) != d_model:
-        raise ValueError(f"x must have shape (B, T, d_model={d_model}), got {tuple(x.shape)}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be a non-negative int, got {offset!r}")
-    if offset + x.size(1) > max_len:
-        raise ValueError(
-            f"sequence length {offset + x.size(1)} exceeds max_len={max_len} of the {what}; "
-            f"build the model with a larger max_len"
-        )
-
-
 def rotary_tables(max_len: int, d_k: int, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-    """Cosines and sines of the rotary angles ``theta[p, i] = p / 10000^(2i/d_k)``.
+    """Cosines and sines of the rotary angles ``theta[p, i] = p / 10000^(2i/d_k)``, computed in float64.
 
     The frequencies are those of :func:`~.sinusoidal_table` for a width of ``d_k``: feature pair
     ``(2i, 2i+1)`` of a query or key at position ``p`` is rotated by the angle ``theta[p, i]``.
-    Computed in float64, returned in ``dtype``.
 
     Shape:
-        outputs: two ``(max_len, d_k / 2)``.
+        outputs: two ``(max_len, d_k / 2)``, in ``dtype``.
     """
     check_positive_int("max_len", max_len)
     check_positive_int("d_k", d_k)
     if d_k % 2 != 0:
         raise ValueError(f"d_k={d_k} must be even: rotary embeddings rotate pairs of features")
-    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
-    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)  # (d_k / 2,)
-    angles = position * inv_freq  # (max_len, d_k / 2)
+    angles = _angles(max_len, d_k)  # (max_len, d_k / 2)
     return torch.cos(angles).to(dtype), torch.sin(angles).to(dtype)
 
 
@@ -192,16 +175,10 @@ class RotaryEmbedding(nn.Module):
     ``p * w_i`` with ``w_i = 10000^(-2i/d_k)``. Because rotations compose, the dot product of a
     rotated query at position ``m`` and a rotated key at position ``n`` is
     ``q^T R(m)^T R(n) k = q^T R(n - m) k``: attention scores depend on the positions only through
-    the offset ``n - m``. Nothing is added to the embeddings and nothing is learned.
-
-    The cosine and sine tables are non-persistent float32 buffers (a function of ``max_len`` and
-    ``d_k``, like :class:`~.PositionalEncoding`'s table). A float64 input gets tables recomputed in
-    float64, so that the rotation is orthogonal to float64 precision (the tests rely on it).
-    One module can be shared by every self-attention of a model.
-
-    Args:
-        d_k: width of one head (even).
-        max_len: number of positions.
+    the offset ``n - m``. Nothing is added to the embeddings and nothing is learned; one module
+    serves every self-attention of a model. ``d_k`` is the (even) head width, ``max_len`` the
+    number of positions. The cosine and sine tables are non-persistent float32 buffers; a float64
+    input gets them recomputed in float64, so that the rotation is orthogonal to float64 precision.
 
     Shape:
         x: ``(B, H, T, d_k)``, positions ``offset .. offset + T - 1``; output: same shape.
@@ -228,27 +205,24 @@ class RotaryEmbedding(nn.Module):
                 f"sequence length {offset + length} exceeds max_len={self.max_len} of the rotary "
                 f"embedding; build the model with a larger max_len"
             )
-        if x.dtype == torch.float64:
-            cos, sin = rotary_tables(offset + length, self.d_k, torch.float64)
-            cos, sin = cos[offset:].to(x.device), sin[offset:].to(x.device)  # (T, d_k / 2)
+        if x.dtype == torch.float64:  # recomputed: the float32 buffers would cap the precision
+            cos, sin = (t[offset:].to(x.device) for t in rotary_tables(offset + length, self.d_k, torch.float64))
         else:
-            cos = self.cos[offset : offset + length].to(x.dtype)  # (T, d_k / 2)
-            sin = self.sin[offset : offset + length].to(x.dtype)  # (T, d_k / 2)
+            cos, sin = (t[offset : offset + length].to(x.dtype) for t in (self.cos, self.sin))  # (T, d_k / 2)
         return rotate_pairs(x, cos, sin)  # (B, H, T, d_k)
 
 
-def make_positional(
-    kind: str, d_model: int, dropout: float = 0.0, max_len: int = 5000
-) -> PositionalEncoding | LearnedPositionalEmbedding | NoPositionalEncoding:
+Positional = Literal["sinusoidal", "learned", "rope"]
+"""The positional variants, by name (``TransformerConfig.positional``)."""
+
+
+def make_positional(kind: Positional, d_model: int, dropout: float = 0.0, max_len: int = 5000) -> _InputPositions:
     """The model's input positional module for ``TransformerConfig.positional == kind``.
 
     ``"sinusoidal"`` -> :class:`~.PositionalEncoding`, ``"learned"`` -> :class:`~.LearnedPositionalEmbedding`,
     ``"rope"`` -> :class:`~.NoPositionalEncoding` (the rotation happens in self-attention).
     """
-    if kind == "sinusoidal":
-        return PositionalEncoding(d_model, dropout, max_len)
-    if kind == "learned":
-        return LearnedPositionalEmbedding(d_model, dropout, max_len)
-    if kind == "rope":
-        return NoPositionalEncoding(d_model, dropout, max_len)
-    raise ValueError(f"positional={kind!r} is not one of ['sinusoidal', 'learned', 'rope']")
+    modules = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEmbedding, "rope": NoPositionalEncoding}
+    if kind not in modules:
+        raise ValueError(f"positional={kind!r} is not one of {list(get_args(Positional))}")
+    return modules[kind](d_model, dropout, max_len)

@@ -87,11 +87,6 @@ def launch_info() -> LaunchInfo | None:
     return info
 
 
-def launched_by_torchrun() -> bool:
-    """Whether ``torchrun`` started this process (its environment variables are set)."""
-    return launch_info() is not None
-
-
 def is_distributed() -> bool:
     """Whether this process has joined a process group (:func:`~.init_distributed` ran under ``torchrun``)."""
     return dist.is_available() and dist.is_initialized()

@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyBboxPatch
 
-from ...nn.layers import Encoder
+from ...nn.layers import Encoder, LayerSpec
 from ._style import FONT, INK, MUTED, SMALL, TITLE, arrow, box, canvas
 
 __all__ = ["FIGURES", "norm_placement_figure"]
@@ -81,7 +81,7 @@ def _panel(ax: Axes, x0: float, norm_first: bool) -> None:
     ax.text(x0 + BRANCH_X + BOX_W / 2 + 0.1, y - 0.15, "N ×", ha="right", va="top", fontsize=FONT, color=INK,
             fontweight="bold")  # fmt: skip
     ax.text(x0 + 0.3, -0.2, "the residual stream (thick line)", ha="left", va="top", fontsize=SMALL, color=MUTED)
-    final = Encoder(1, 8, 2, 16, norm_first=norm_first).norm is not None  # the library's stack
+    final = Encoder(LayerSpec(8, 2, 16, norm_first=norm_first), 1).norm is not None  # the library's stack
     if final:
         arrow(ax, (x0, y), (x0, y + 0.75 - BOX_H / 2), width=2.2)
         box(ax, x0, y + 0.75, 2.6, BOX_H, "final LayerNorm", "norm")

@@ -15,7 +15,7 @@ from torch.autograd import Variable
 from ...model import Transformer
 from ...nn.embedding import TokenEmbedding
 from ...nn.feedforward import FeedForward
-from ...nn.layers import EncoderLayer
+from ...nn.layers import EncoderLayer, LayerSpec
 from ...nn.multihead import MultiHeadAttention
 from ...nn.norms import LayerNorm
 from ...nn.positional import sinusoidal_table
@@ -58,7 +58,7 @@ class EncoderReplacingInput(nn.Module):
         super().__init__()
         self.embed = TokenEmbedding(vocab_size, d_model)
         self.register_buffer("table", sinusoidal_table(64, d_model), persistent=False)
-        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout=0.0) for _ in range(2))
+        self.layers = nn.ModuleList(EncoderLayer(LayerSpec(d_model, num_heads, d_ff, dropout=0.0)) for _ in range(2))
 
     def forward(self, src: Tensor) -> Tensor:
         """Encode ``src`` (wrongly)."""

@@ -213,6 +213,69 @@ def test_resume_rejects_a_different_model_and_a_missing_state(tmp_path):
         train(small_model(), [random_batch(0)], quiet(max_steps=2, warmup_steps=1), resume_from=path)
 
 
+def test_a_checkpoint_directory_keeps_the_newest_whole_state_and_resumes_from_it(tmp_path, monkeypatch):
+    """Every save writes ``step-N`` files; resuming takes the newest whole pair, evaluations included.
+
+    Checkpoints fall on evaluation steps (every 2): the state of step 4 must hold step 4's
+    evaluation, or the resumed run would have a hole in its ``eval_history``.
+    """
+    data, config = epoch_data(3), dict(warmup_steps=3, lr=2e-3, seed=5, eval_every=2)
+
+    def scores(model):  # a metric of the weights: equal only if the weights are
+        return {"w": float(sum(p.double().sum() for p in model.parameters()))}
+
+    full = train(small_model(0, dropout=0.2), data, quiet(max_steps=8, **config), evaluate=scores)
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    from transformer_lib.training import state
+
+    save_model = state.save_checkpoint
+
+    def save_or_die(model, path, **metadata):
+        if metadata["training"]["step"] == 6:
+            raise KeyboardInterrupt  # a crash between the training state of step 6 and its model
+        return save_model(model, path, **metadata)
+
+    monkeypatch.setattr(state, "save_checkpoint", save_or_die)
+    with pytest.raises(KeyboardInterrupt):
+        train(
+            small_model(0, dropout=0.2),
+            data,
+            quiet(max_steps=8, checkpoint_path=str(folder), checkpoint_every=2, **config),
+            evaluate=scores,
+        )
+    monkeypatch.undo()
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["step-0000004.safetensors", "step-0000004.train_state.pt", "step-0000006.train_state.pt"]
+    assert state.latest_checkpoint(folder) == folder / "step-0000004.safetensors"
+    assert state.read_loop_state(folder)["step"] == 4
+
+    resumed = train(
+        small_model(99, dropout=0.2),
+        data,
+        quiet(max_steps=8, checkpoint_path=str(folder), checkpoint_every=2, **config),
+        evaluate=scores,
+        resume_from=folder,
+    )
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
+    assert resumed.eval_history == full.eval_history and [e["step"] for e in full.eval_history] == [2, 4, 6, 8]
+    assert sorted(p.name for p in folder.iterdir()) == ["step-0000008.safetensors", "step-0000008.train_state.pt"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="directory without a checkpoint"):
+        train(small_model(), data, quiet(max_steps=8, **config), resume_from=empty)
+
+
+def test_a_run_resumed_at_its_time_budget_takes_no_more_step(tmp_path):
+    path = tmp_path / "run.safetensors"
+    config = quiet(max_steps=10_000, time_budget_s=0.2, warmup_steps=1, checkpoint_path=str(path))
+    done = train(small_model(), _SlowBatches(0.05), config)
+    assert done.stop_reason == "time_budget"
+    again = train(small_model(), _SlowBatches(0.05), config, resume_from=path)
+    assert again.steps == done.steps and again.stop_reason == "time_budget"
+
+
 def test_periodic_and_best_checkpoints_are_written(tmp_path):
     scores = iter([0.1, 0.5, 0.3, 0.2])
     best = tmp_path / "best.safetensors"

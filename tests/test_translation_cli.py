@@ -1,15 +1,18 @@
 """The translation pipeline and the command line, end to end on Multi30k.
 
-The smoke profile runs once as a real subprocess (``python -m transformer_lib translate``), the
-way the chapters and the benchmarks call it; the other checks call :func:`transformer_lib.cli.main`
-in process. Nothing here downloads: the data comes from the ``multi30k_dir`` fixture (the
-repository's ``conftest.py``) and the one download attempt is aimed at a closed local port.
+The smoke profile trains once as a real subprocess (``python -m transformer_lib train-translation``,
+writing checkpoints), the way the chapters and the benchmarks call it; a second run of the same
+command is killed while writing a checkpoint and resumed, and must end with the first run's weights.
+The other checks call :func:`transformer_lib.cli.main` in process. Nothing here downloads: the data
+comes from the ``multi30k_dir`` fixture (the repository's ``conftest.py``) and the one download
+attempt is aimed at a closed local port.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -18,6 +21,7 @@ from typing import Any
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from transformer_lib import cli, load_checkpoint, read_checkpoint_header, save_checkpoint
 from transformer_lib.data.multi30k import load_multi30k
@@ -31,24 +35,69 @@ from transformer_lib.tasks.translation import train as translation_training
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLOSED_PORT_URL = "http://127.0.0.1:1/"  # nothing listens there: a download attempt fails at once
 SMOKE_STEPS = 40  # a step budget: the smoke profile's model and data, fewer steps (the pipeline is what is tested)
+CHECKPOINT_EVERY = 5
+# The smoke run, flags shared by the uninterrupted run and the run that is killed and resumed.
+SMOKE_RUN = [
+    "--device",
+    "cpu",
+    "--seed",
+    "0",
+    "--max-steps",
+    str(SMOKE_STEPS),
+    "--checkpoint-every",
+    str(CHECKPOINT_EVERY),
+]
+# `python -c KILLED_AT_STEP STEP transformer_lib ARGS...` runs the command line and kills its process
+# (SIGKILL, as an out-of-memory killer or a lost machine would) while it writes the checkpoint of
+# step STEP: after that step's training state, before its model, the worst moment to die.
+KILLED_AT_STEP = """
+import os, signal, sys
+from transformer_lib import cli
+from transformer_lib.training import state
 
+kill_at, save_model = int(sys.argv[1]), state.save_checkpoint
+
+def save_or_die(model, path, **metadata):
+    if metadata["training"]["step"] == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return save_model(model, path, **metadata)
+
+state.save_checkpoint = save_or_die
+raise SystemExit(cli.main(sys.argv[3:]))
+"""
 
 
 def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "TRANSFORMER_PROFILE": "smoke", "MULTI30K_URL": CLOSED_PORT_URL, **extra}
 
 
+def _train(multi30k_dir: Path, folder: Path, *flags: str, launch: tuple[str, ...] = ("-m",)) -> Any:
+    """``train-translation`` of the smoke run in a subprocess, writing into ``folder``."""
+    command = [sys.executable, *launch, "transformer_lib", "train-translation", "--data-dir", str(multi30k_dir)]
+    command += [
+        *SMOKE_RUN,
+        "--checkpoint-dir",
+        str(folder / "checkpoints"),
+        "--save",
+        str(folder / "model.safetensors"),
+    ]
+    return subprocess.run(command + list(flags), cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+
+
 @pytest.fixture(scope="module")
 def smoke(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """``translate`` with ``TRANSFORMER_PROFILE=smoke`` (as ``make test`` sets it), run once for the whole module."""
-    checkpoint = tmp_path_factory.mktemp("smoke") / "translation.safetensors"
-    command = [sys.executable, "-m", "transformer_lib", "translate", "--data-dir", str(multi30k_dir)]
-    results = checkpoint.with_name("results.json")
-    command += ["--device", "cpu", "--seed", "0", "--max-steps", str(SMOKE_STEPS), "--save", str(checkpoint)]
-    command += ["--results", str(results)]
-    done = subprocess.run(command, cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    """``train-translation`` with ``TRANSFORMER_PROFILE=smoke`` (as ``make test`` sets it), once for the module."""
+    folder = tmp_path_factory.mktemp("smoke")
+    results = folder / "results.json"
+    done = _train(multi30k_dir, folder, "--results", str(results))
     assert done.returncode == 0, done.stderr[-3000:]
-    return {"stdout": done.stdout, "stderr": done.stderr, "checkpoint": checkpoint, "results": results}
+    return {
+        "stdout": done.stdout,
+        "stderr": done.stderr,
+        "checkpoint": folder / "model.safetensors",
+        "checkpoints": folder / "checkpoints",
+        "results": results,
+    }
 
 
 def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -61,10 +110,10 @@ def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
     return code, out, err
 
 
-# ----------------------------------------------------------------------------- translate
+# ----------------------------------------------------------------------------- train-translation
 
 
-def test_smoke_translate_prints_its_results_as_json_on_the_last_line(smoke: dict[str, Any]) -> None:
+def test_smoke_training_prints_its_results_as_json_on_the_last_line(smoke: dict[str, Any]) -> None:
     lines = smoke["stdout"].strip().splitlines()
     assert len(lines) == 1, "progress must go to stderr, leaving only the JSON line on stdout"
     result = json.loads(lines[-1])
@@ -102,8 +151,8 @@ def test_smoke_checkpoint_holds_the_tokenizer_and_the_task(smoke: dict[str, Any]
     assert tokenizer.decode(tokenizer.encode("Ein Mann fährt Fahrrad.")) == "Ein Mann fährt Fahrrad."
 
 
-def test_translate_text_prints_one_translation_per_sentence(smoke: dict[str, Any]) -> None:
-    command = [sys.executable, "-m", "transformer_lib", "translate-text", "--checkpoint", str(smoke["checkpoint"])]
+def test_translate_prints_one_translation_per_sentence(smoke: dict[str, Any]) -> None:
+    command = [sys.executable, "-m", "transformer_lib", "translate", "--checkpoint", str(smoke["checkpoint"])]
     command += ["--device", "cpu", "Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee."]
     done = subprocess.run(command, cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -122,10 +171,8 @@ def test_batched_translation_equals_one_sentence_at_a_time(smoke: dict[str, Any]
         assert together == alone
 
 
-def test_beam_translate_text_uses_the_beam(smoke: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _main(
-        ["translate-text", "--checkpoint", str(smoke["checkpoint"]), "--beam", "4", "Ein Hund."], capsys
-    )
+def test_beam_translate_uses_the_beam(smoke: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _main(["translate", "--checkpoint", str(smoke["checkpoint"]), "--beam", "4", "Ein Hund."], capsys)
     assert code == 0, err
     model, metadata = load_checkpoint(smoke["checkpoint"])
     tokenizer = BPETokenizer.from_json_str(metadata["tokenizer"])
@@ -138,10 +185,10 @@ def test_beam_translate_text_uses_the_beam(smoke: dict[str, Any], capsys: pytest
 def _profile_given(
     budget: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> translation.TranslationProfile:
-    """The profile `translate --profile cpu BUDGET` hands to run_translation (which does not run)."""
+    """The profile `train-translation --profile cpu BUDGET` hands to run_translation (which does not run)."""
     seen: dict[str, Any] = {}
     monkeypatch.setattr(cli, "run_translation", lambda **kwargs: seen.update(kwargs) or {"task": "translation"})
-    code, _, err = _main(["translate", "--profile", "cpu", *budget, "--device", "cpu"], capsys)
+    code, _, err = _main(["train-translation", "--profile", "cpu", *budget, "--device", "cpu"], capsys)
     assert code == 0, err
     return seen["profile"]
 
@@ -164,12 +211,152 @@ def test_time_budget_lifts_the_step_limit_and_excludes_max_steps(
     assert (profile.max_steps, profile.max_epochs, profile.time_budget_s) == (None, None, 1800.0)
     assert profile.train_config(seed=0, progress=False).time_budget_s == 1800.0
     with pytest.raises(SystemExit):
-        cli.main(["translate", "--profile", "cpu", "--time-budget", "60", "--max-steps", "5"])
+        cli.main(["train-translation", "--profile", "cpu", "--time-budget", "60", "--max-steps", "5"])
     assert "not allowed with argument" in capsys.readouterr().err
     with pytest.raises(ValueError, match="not both"):
         translation.translation_profile("cpu", max_steps=5, time_budget_s=60.0)
     with pytest.raises(ValueError, match="time_budget_s must be a positive number"):
         translation.translation_profile("cpu", time_budget_s=0)
+
+
+# ----------------------------------------------------------------------------- stop and resume
+
+
+def _assert_equal_tensors(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    assert got.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(got[name], tensor), name
+
+
+def test_a_killed_run_resumes_to_the_weights_of_the_uninterrupted_run(
+    smoke: dict[str, Any], multi30k_dir: Path, tmp_path: Path
+) -> None:
+    """Killed while writing the checkpoint of step 35, the run resumes from step 30 and ends as the smoke run did.
+
+    Exactly (``torch.equal``): one process on one thread does the same operations in the same order
+    as the uninterrupted run, so it gets the same floating-point numbers. A resume that lost Adam's
+    moments, the schedule, the data position, the dropout generator or the snapshots averaged at the
+    end would not; one that started again from scratch would report no ``resumed_from_step``.
+    """
+    killed = _train(multi30k_dir, tmp_path, launch=("-c", KILLED_AT_STEP, "35"))
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    folder = tmp_path / "checkpoints"
+    left = ["step-0000030.safetensors", "step-0000030.train_state.pt", "step-0000035.train_state.pt"]
+    assert sorted(p.name for p in folder.glob("step-*")) == left, "step 30 whole, step 35 half-written"
+    assert not (tmp_path / "model.safetensors").exists()
+    first_snapshot = folder / "snapshot-0001.safetensors"  # the weights evaluated at step 20
+    written = first_snapshot.stat()
+
+    resumed = _train(multi30k_dir, tmp_path, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result, expected = (json.loads(run.splitlines()[-1]) for run in (resumed.stdout, smoke["stdout"]))
+    assert result.pop("resumed_from_step") == 30 and "resumed_from_step" not in expected
+    # A run that started again from scratch would reach the same weights: it would also evaluate
+    # step 20 again, writing its snapshot anew (a new file, renamed over the old one).
+    again = first_snapshot.stat() if first_snapshot.exists() else None
+    assert again is not None and (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns), (
+        "the resumed run trained steps 1-30 again"
+    )
+    timings = {"train_seconds", "wall_seconds", "tokens_per_s", "decode_seconds_greedy", "decode_seconds_beam"}
+    for key in timings | {"checkpoint"}:
+        result.pop(key), expected.pop(key)
+    assert result == expected and result["steps"] == SMOKE_STEPS  # losses, BLEU, translations, averaging
+    # The saved model (the last weights or the average of the last snapshots), the last checkpoint's
+    # weights, Adam's moments and every step's loss are those of the uninterrupted run.
+    _assert_equal_tensors(load_file(tmp_path / "model.safetensors"), load_file(smoke["checkpoint"]))
+    last = "step-0000040"
+    assert sorted(p.name for p in folder.glob("step-*")) == [f"{last}.safetensors", f"{last}.train_state.pt"]
+    _assert_equal_tensors(
+        load_file(folder / f"{last}.safetensors"), load_file(smoke["checkpoints"] / f"{last}.safetensors")
+    )
+    state, reference = (
+        torch.load(d / f"{last}.train_state.pt", weights_only=True) for d in (folder, smoke["checkpoints"])
+    )
+    for param, moments in reference["optimizer"]["state"].items():
+        _assert_equal_tensors(state["optimizer"]["state"][param], moments)
+    losses = [[row["loss"] for row in s["loop"]["result"]["history"]] for s in (state, reference)]
+    assert losses[0] == losses[1] and len(losses[0]) == SMOKE_STEPS
+
+
+def test_a_checkpoint_directory_is_continued_only_by_the_run_that_wrote_it(
+    smoke: dict[str, Any], multi30k_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written = sorted(smoke["checkpoints"].iterdir())
+    flags = [
+        "--data-dir",
+        str(multi30k_dir),
+        "--profile",
+        "smoke",
+        *SMOKE_RUN,
+        "--checkpoint-dir",
+        str(smoke["checkpoints"]),
+    ]
+    code, out, err = _main(["train-translation", *flags], capsys)  # a new run would overwrite it
+    assert code == 2 and out == "" and "already holds the state of a run" in err and "--resume" in err
+    code, out, err = _main(["train-translation", *flags, "--seed", "1", "--max-steps", "50", "--resume"], capsys)
+    assert code == 2 and out == "" and "written by another run" in err
+    assert "profile.max_steps: 40 there, 50 here" in err and "seed: 0 there, 1 here" in err
+    assert sorted(smoke["checkpoints"].iterdir()) == written, "refused before anything was written"
+
+
+def test_resume_needs_a_directory_with_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = ["train-translation", "--profile", "smoke", "--device", "cpu"]
+    code, _, err = _main([*run, "--resume"], capsys)
+    assert code == 2 and "--resume needs --checkpoint-dir DIR" in err
+    code, _, err = _main([*run, "--checkpoint-every", "10"], capsys)
+    assert code == 2 and "--checkpoint-every needs --checkpoint-dir DIR" in err
+    code, _, err = _main([*run, "--checkpoint-dir", str(tmp_path / "none"), "--resume"], capsys)
+    assert code == 2 and "does not exist" in err and "none" in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = _main([*run, "--checkpoint-dir", str(tmp_path / "empty"), "--resume"], capsys)
+    assert code == 2 and "holds no state" in err and "Traceback" not in err
+    (tmp_path / "file").write_text("x")
+    code, _, err = _main([*run, "--checkpoint-dir", str(tmp_path / "file")], capsys)
+    assert code == 2 and "is a file, not a directory" in err
+
+
+def test_an_interrupted_run_says_how_to_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(**kwargs: Any) -> dict[str, Any]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_translation", interrupted)
+    folder = str(tmp_path / "run")
+    code, out, err = _main(
+        ["train-translation", "--profile", "smoke", "--device", "cpu", "--checkpoint-dir", folder], capsys
+    )
+    assert code == 130 and out == "" and "interrupted" in err and folder in err and "--resume" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "instead"),
+    [
+        (["translate"], "train-translation"),
+        (
+            ["translate", "--profile", "cpu", "--save", "m.safetensors"],
+            "train-translation --profile cpu --save m.safetensors",
+        ),
+        (
+            ["translate", "--time-budget=1800", "--checkpoint", "m.safetensors", "Hallo"],
+            "train-translation --time-budget",
+        ),
+        (["translate-text", "--checkpoint", "m.safetensors", "Hallo"], "translate --checkpoint m.safetensors Hallo"),
+    ],
+)
+def test_the_old_command_names_fail_and_name_the_new_command(
+    argv: list[str], instead: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``translate`` used to train and ``translate-text`` to translate: an old command line does neither now."""
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("an old command line must not run anything")
+
+    monkeypatch.setattr(cli, "run_translation", refused)
+    monkeypatch.setattr(cli, "load_translation_checkpoint", refused)
+    code, out, err = _main(argv, capsys)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert f"python -m transformer_lib {instead}" in err
 
 
 def test_tokenizer_is_trained_on_the_training_split_only(multi30k_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -246,8 +433,9 @@ def test_help_lists_the_sub_commands() -> None:
         [sys.executable, "-m", "transformer_lib", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0
-    for command in ("copy", "translate", "translate-text"):
+    for command in ("copy", "train-translation", "translate"):
         assert command in done.stdout
+    assert "translate-text" not in done.stdout
 
 
 @pytest.mark.parametrize(
@@ -255,12 +443,13 @@ def test_help_lists_the_sub_commands() -> None:
     [
         [],
         ["fly"],
-        ["translate", "--profile", "huge"],
-        ["translate", "--device", "tpu"],
+        ["train-translation", "--profile", "huge"],
+        ["train-translation", "--device", "tpu"],
+        ["train-translation", "--checkpoint-dir", "runs/x", "--checkpoint-every", "0"],
         ["copy", "--seed", "abc"],
         ["copy", "--seed", "-1"],
-        ["translate-text", "Hallo"],  # no --checkpoint
-        ["translate-text", "--checkpoint", "x.safetensors", "--beam", "0", "Hallo"],
+        ["translate", "--checkpoint", "x.safetensors"],  # no sentence
+        ["translate", "--checkpoint", "x.safetensors", "--beam", "0", "Hallo"],
     ],
 )
 def test_bad_flags_exit_2_with_usage(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -269,19 +458,19 @@ def test_bad_flags_exit_2_with_usage(argv: list[str], capsys: pytest.CaptureFixt
     assert "usage:" in err and "Traceback" not in err and out == ""
 
 
-def test_copy_checkpoint_is_refused_by_translate_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_copy_checkpoint_is_refused_by_translate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = save_checkpoint(Transformer(copy_model_config()), tmp_path / "copy.safetensors", task="copy")
-    code, out, err = _main(["translate-text", "--checkpoint", str(path), "Ein Hund."], capsys)
+    code, out, err = _main(["translate", "--checkpoint", str(path), "Ein Hund."], capsys)
     assert code == 2 and out == ""
-    assert "'copy' task" in err and "translate --save" in err and "Traceback" not in err
+    assert "'copy' task" in err and "train-translation --save" in err and "Traceback" not in err
 
 
 def test_missing_or_corrupted_checkpoint_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _main(["translate-text", "--checkpoint", str(tmp_path / "none.safetensors"), "Hallo"], capsys)
+    code, _, err = _main(["translate", "--checkpoint", str(tmp_path / "none.safetensors"), "Hallo"], capsys)
     assert code == 2 and "does not exist" in err and "none.safetensors" in err
     broken = tmp_path / "broken.safetensors"
     broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not a header")
-    code, _, err = _main(["translate-text", "--checkpoint", str(broken), "Hallo"], capsys)
+    code, _, err = _main(["translate", "--checkpoint", str(broken), "Hallo"], capsys)
     assert code == 2 and "broken.safetensors" in err and "Traceback" not in err
 
 
@@ -290,7 +479,8 @@ def test_missing_dataset_is_a_clear_error(
 ) -> None:
     monkeypatch.setenv("MULTI30K_URL", CLOSED_PORT_URL)
     empty = tmp_path / "no-data"
-    code, out, err = _main(["translate", "--data-dir", str(empty), "--profile", "smoke", "--device", "cpu"], capsys)
+    argv = ["train-translation", "--data-dir", str(empty), "--profile", "smoke", "--device", "cpu"]
+    code, out, err = _main(argv, capsys)
     assert code == 2 and out == ""
     assert "Multi30k" in err and "--data-dir" in err and "MULTI30K_DIR" in err and str(empty) in err
     assert not empty.exists() or not any(empty.iterdir())

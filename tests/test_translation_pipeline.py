@@ -30,8 +30,11 @@ from transformer_lib import (
 )
 from transformer_lib.cli import load_translation_checkpoint
 from transformer_lib.data.multi30k import load_multi30k
-from transformer_lib.tasks.translation import TRANSLATION_PROFILES, encode_pairs
+from transformer_lib.data.tokenizer import train_translation_tokenizer
+from transformer_lib.tasks.translation import TRANSLATION_PROFILES, Checkpointing, ResumeError, encode_pairs
 from transformer_lib.tasks.translation import train as translation_training
+from transformer_lib.tasks.translation.checkpoints import RunDirectory
+from transformer_lib.training import state as training_state
 
 SEED = 3
 
@@ -60,7 +63,6 @@ TINY = replace(
 )
 # Keys of the summary that measure time (they differ between two identical runs).
 TIMINGS = {"train_seconds", "wall_seconds", "tokens_per_s", "decode_seconds_greedy", "decode_seconds_beam"}
-
 
 
 @pytest.fixture(scope="module")
@@ -142,11 +144,74 @@ def test_training_uses_the_threads_asked_for_then_restores_them(
         assert torch.get_num_threads() == 2, "the thread setting is restored after training"
     finally:
         torch.set_num_threads(before)
-    # save= writes a checkpoint translate-text can load, with the training results (no BLEU yet).
+    # save= writes a checkpoint `translate` can load, with the training results (no BLEU yet).
     assert done.checkpoint == path
     _, metadata = read_checkpoint_header(path)
     assert metadata["task"] == "translation" and metadata["decoding"] == done.decoding
     assert metadata["results"]["steps"] == 2 and "bleu" not in metadata["results"]
+
+
+# ----------------------------------------------------------------------------- checkpoints and resume
+
+
+class _Stopped(Exception):
+    """Stands for a crash: raised while the checkpoint of one step is being written."""
+
+
+def test_a_run_stopped_while_checkpointing_resumes_to_the_uninterrupted_run(
+    run: TranslationRun, multi30k_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped at step 20, after the evaluations of steps 8 and 16: the resumed run needs both snapshots.
+
+    The run averages the snapshots of its last 3 evaluations (8, 16, 24): the resumed run reads the
+    first two from the directory, so its kept weights are those of the uninterrupted ``run``, exactly.
+    """
+    save_model = training_state.save_checkpoint
+
+    def save_or_stop(model: object, path: object, **metadata: object) -> object:
+        if metadata["training"]["step"] == 20:  # type: ignore[index]
+            raise _Stopped  # after the training state of step 20, before its model
+        return save_model(model, path, **metadata)  # type: ignore[arg-type]
+
+    every = Checkpointing(tmp_path / "run", every=4)
+    with monkeypatch.context() as patch:
+        patch.setattr(training_state, "save_checkpoint", save_or_stop)
+        with pytest.raises(_Stopped):
+            train_translation(multi30k_dir, TINY, "cpu", SEED, progress=False, checkpoints=every)
+    snapshots = sorted(every.directory.glob("snapshot-*"))
+    assert [p.name for p in snapshots] == ["snapshot-0001.safetensors", "snapshot-0002.safetensors"]
+    written = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in snapshots]
+    resumed = train_translation(
+        multi30k_dir, TINY, "cpu", SEED, progress=False, checkpoints=replace(every, resume=True)
+    )
+    assert resumed.resumed_from_step == 16 and run.resumed_from_step == 0
+    # Steps 8 and 16 were not evaluated again (a run started from scratch would have written these anew).
+    assert [(p.stat().st_ino, p.stat().st_mtime_ns) if p.exists() else None for p in snapshots] == written
+    assert run.averaged_checkpoints == resumed.averaged_checkpoints
+    for name, tensor in run.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[name], tensor), name
+    assert resumed.val_history == run.val_history and resumed.val_loss_averaged == run.val_loss_averaged
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in run.history]
+    assert resumed.tokens == run.tokens, "tokens count the whole run, the epochs before the resumed one too"
+    assert resumed.epochs == run.epochs and resumed.stop_reason == "max_steps"
+
+
+def test_run_directory_checks_its_arguments_and_the_tokenizer(run: TranslationRun, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="every"):
+        Checkpointing(tmp_path, every=0)
+    with pytest.raises(TypeError, match="resume must be True or False"):
+        Checkpointing(tmp_path, resume="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="directory must be a path"):
+        Checkpointing(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="checkpoints must be a Checkpointing"):
+        train_translation(tmp_path / "no-data", TINY, "cpu", checkpoints=str(tmp_path))  # type: ignore[arg-type]
+    # A resumed run whose tokenizer differs was given other data: its state would not fit them.
+    directory = RunDirectory(Checkpointing(tmp_path / "run"), TINY, SEED, world=1)
+    directory.resume_metadata = {"tokenizer": run.tokenizer.to_json_str()}
+    directory.check_tokenizer(run.tokenizer)
+    other = train_translation_tokenizer(run.train_pairs[:100], vocab_size=300)
+    with pytest.raises(ResumeError, match="tokenizer learnt now differs"):
+        directory.check_tokenizer(other)
 
 
 # ----------------------------------------------------------------------------- evaluate_translation

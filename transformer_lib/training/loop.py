@@ -6,9 +6,9 @@
         for group in run.groups(train_data):      # grad_accum batches at a time (this rank's share)
             loss = run.optimizer_step(group)      # move, forward and loss, backward, optimizer and schedule
             run.log(loss)                         # history and progress bar
-            run.checkpoint_if_due()
             if run.evaluate_if_due() or run.step_limit_reached():
-                break
+                break                             # the last checkpoint follows finish()
+            run.checkpoint_if_due()               # after the evaluation, so that the state holds it
         run.end_epoch()                           # an evaluation per epoch when eval_every is None
     run.finish()                                  # a last evaluation, the last checkpoint
 
@@ -24,9 +24,9 @@ with Adam ``(beta1, beta2, eps) = (0.9, 0.98, 1e-9)`` and the learning rate of
 :func:`~.noam_schedule` (or of :func:`~.linear_decay_schedule`). The loop trains any ``nn.Module``: by
 default it calls ``model(src, tgt_in, src_mask, tgt_mask)`` (the batch protocol of
 :func:`~.batch_logits`); ``forward=`` adapts any other model, such as
-PyTorch's ``nn.Transformer``. Checkpoints (``checkpoint_path``, ``resume_from``) need a
-:class:`~.Transformer`, whose checkpoint stores its config
-(:mod:`~transformer_lib.training.state`).
+PyTorch's ``nn.Transformer``. Checkpoints (``checkpoint_path``, ``resume_from``: a file, or a
+checkpoint directory that keeps the newest step) need a :class:`~.Transformer`, whose checkpoint
+stores its config (:mod:`~transformer_lib.training.state`).
 
 Several processes (data parallelism, 数据并行). Launched by ``torchrun`` after
 :func:`~.init_distributed`, :func:`~.train` notices the process
@@ -96,7 +96,8 @@ def train(
         device: where to train.
         evaluate: ``model -> {metric: value}``, called in eval mode under ``torch.no_grad()`` every
             ``config.eval_every`` steps (or every epoch) and once at the end.
-        resume_from: a ``checkpoint_path`` written by an earlier call: restores the weights,
+        resume_from: a ``checkpoint_path`` written by an earlier call (a checkpoint directory: its
+            newest whole checkpoint, see :mod:`~transformer_lib.training.state`): restores the weights,
             Adam's moments, the schedule, the gradient scaler, the random-number generators, the
             position in the data, the histories and the early-stopping counters, so that training
             continues as if it had never stopped (same losses, for the same data and seed).
@@ -127,9 +128,10 @@ def train(
             for group in run.groups(train_data):
                 loss = run.optimizer_step(group)
                 run.log(loss)
-                run.checkpoint_if_due()
                 if run.evaluate_if_due() or run.step_limit_reached():
                     break
+                # After the evaluation, so that the state holds it: a run resumed from here does not miss it.
+                run.checkpoint_if_due()
             run.end_epoch()
         run.finish()
     finally:
@@ -254,14 +256,17 @@ class _Run:
         self.model.train()
 
     def finished(self) -> bool:
-        """Whether the step or epoch limit is reached, or an earlier step decided to stop."""
+        """Whether the step, epoch or time limit is reached, or an earlier step decided to stop."""
         if self.stop:
             return True
-        limits = (("max_steps", self.loop["step"]), ("max_epochs", self.loop["epoch"]))
-        for name, count in limits:
-            limit = getattr(self.config, name)
+        limits = (
+            ("max_steps", self.config.max_steps, self.loop["step"]),
+            ("max_epochs", self.config.max_epochs, self.loop["epoch"]),
+            ("time_budget", self.config.time_budget_s, self.result.train_seconds),  # a run resumed at its end
+        )
+        for reason, limit, count in limits:
             if limit is not None and count >= limit:
-                self.result.stop_reason = name
+                self.result.stop_reason = reason
                 return True
         return False
 

@@ -8,6 +8,11 @@ A run's checkpoint is two files, each written atomically (:func:`~.atomic_write`
   gradient scaler, every rank's random-number generators and the loop's position and histories,
   written with ``torch.save`` and read back with ``torch.load(weights_only=True)``, which accepts
   tensors and plain containers only, never arbitrary objects.
+
+``path`` may also be a **checkpoint directory** (one that exists): each save then writes the pair
+``step-0000040.safetensors`` and ``step-0000040.train_state.pt`` for its step and, once both are
+written, removes the older pairs; resuming from the directory takes the newest whole pair
+(:func:`~.latest_checkpoint`). A run killed while writing a pair thus resumes from the pair before it.
 """
 
 from __future__ import annotations
@@ -36,6 +41,28 @@ def train_state_path(checkpoint_path: str | os.PathLike[str]) -> Path:
     path = Path(checkpoint_path)
     stem = path.stem if path.suffix == ".safetensors" else path.name
     return path.with_name(stem + ".train_state.pt")
+
+
+def step_checkpoint_path(directory: str | os.PathLike[str], step: int) -> Path:
+    """Where a checkpoint directory keeps the model of ``step``: ``DIR/step-0000040.safetensors``."""
+    return Path(directory) / f"step-{step:07d}.safetensors"
+
+
+def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
+    """The newest whole checkpoint of a checkpoint directory (model and training state both written), or ``None``."""
+    found = []
+    for model_file in Path(directory).glob("step-*.safetensors"):
+        digits = model_file.stem.removeprefix("step-")
+        if digits.isdigit() and train_state_path(model_file).is_file():
+            found.append((int(digits), model_file))
+    return max(found)[1] if found else None
+
+
+def _remove_all_but(directory: Path, kept: Path) -> None:
+    """Remove the directory's other step files: older pairs, and any half-written pair of a killed run."""
+    for file in directory.glob("step-*"):
+        if file.name not in (kept.name, train_state_path(kept).name):
+            file.unlink(missing_ok=True)
 
 
 def rng_state() -> dict[str, Any]:
@@ -81,8 +108,10 @@ def save_training_state(
     """Write the training state (``parts``: ``optimizer``, ``scheduler``, ``scaler``) first, then the model.
 
     ``rank_rngs`` holds every rank's :func:`~.rng_state`, in rank order (one entry for one process).
-    Both files record the step, so a crash between the two writes is detected on resume.
+    Both files record the step, so a crash between the two writes is detected on resume. ``path``
+    may be a checkpoint directory (see the module's docstring).
     """
+    directory, path = (Path(path), step_checkpoint_path(path, loop["step"])) if Path(path).is_dir() else (None, path)
     scheduler = {k: v for k, v in parts["scheduler"].state_dict().items() if k != "lr_lambdas"}
     state = {
         "format": STATE_FORMAT,
@@ -93,10 +122,13 @@ def save_training_state(
         "rng": rank_rngs,
     }
     atomic_write(train_state_path(path), lambda tmp: torch.save(state, tmp))
-    save_checkpoint(model, path, **{**metadata, "training": {"step": loop["step"], "epoch": loop["epoch"]}})
+    training = {"step": loop["step"], "epoch": loop["epoch"], "world_size": loop.get("world_size", 1)}
+    save_checkpoint(model, path, **{**metadata, "training": training})
+    if directory is not None:
+        _remove_all_but(directory, Path(path))
 
 
-def _read_state(path: Path) -> dict[str, Any]:
+def _read_state(path: Path, mmap: bool = False) -> dict[str, Any]:
     state_file = train_state_path(path)
     if not state_file.is_file():
         raise FileNotFoundError(
@@ -104,7 +136,7 @@ def _read_state(path: Path) -> dict[str, Any]:
             f"checkpoint (use load_checkpoint to use the model, or train from scratch)"
         )
     try:
-        state = torch.load(state_file, map_location="cpu", weights_only=True)
+        state = torch.load(state_file, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as error:  # a truncated file, or one that is not a torch.save archive
         raise ValueError(f"training state {str(state_file)!r} could not be read: {error}") from None
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
@@ -135,6 +167,28 @@ def _check_matches(path: Path, model: nn.Module, state: dict[str, Any], world_si
         )
 
 
+def _resolve(path: Path) -> Path:
+    """``path``, or the newest whole checkpoint when ``path`` is a checkpoint directory."""
+    if not path.is_dir():
+        return path
+    newest = latest_checkpoint(path)
+    if newest is None:
+        raise FileNotFoundError(
+            f"resume_from={str(path)!r} is a directory without a checkpoint (no step-N.safetensors with its "
+            f"step-N.train_state.pt beside it)"
+        )
+    return newest
+
+
+def read_loop_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Where a saved run stopped: the loop's ``step``, ``epoch``, ``batch_in_epoch``, ... and its ``result``.
+
+    Reads only that part: the tensors of the file are mapped, not loaded. ``path`` may be a
+    checkpoint directory (its newest whole checkpoint).
+    """
+    return _read_state(_resolve(Path(path)), mmap=True)["loop"]
+
+
 def load_training_state(
     path: str | os.PathLike[str],
     model: nn.Module,
@@ -145,9 +199,10 @@ def load_training_state(
 ) -> dict[str, Any]:
     """Restore what :func:`~.save_training_state` wrote into ``model`` and ``parts``; return the loop state.
 
-    Rank ``rank`` of ``world_size`` processes restores its own random-number generators.
+    Rank ``rank`` of ``world_size`` processes restores its own random-number generators. ``path``
+    may be a checkpoint directory: its newest whole checkpoint is read.
     """
-    path = Path(path)
+    path = _resolve(Path(path))
     state = _read_state(path)
     _check_matches(path, model, state, world_size)
     missing, unexpected = load_model(model, str(path), strict=False, device=str(device))

@@ -1,6 +1,6 @@
 """German-to-English translation on Multi30k, end to end: data, tokenizer, training, decoding, BLEU.
 
-:func:`~.run_translation` (:mod:`.pipeline`) is what ``python -m transformer_lib translate`` runs:
+:func:`~.run_translation` (:mod:`.pipeline`) is what ``python -m transformer_lib train-translation`` runs:
 :func:`~.train_translation` (steps 1-3, returns a :class:`~.TranslationRun` with the model, the
 tokenizer and the training history), then :func:`~.evaluate_translation` (step 4, returns a
 :class:`~.TranslationEvaluation`), then :func:`~.translation_summary` (the JSON it prints):
@@ -21,14 +21,19 @@ How big a model and how long to train is a :class:`~.TranslationProfile` (:mod:`
 ``smoke`` (seconds on a laptop CPU, for the tests: checks that everything runs, its BLEU means
 nothing), ``cpu`` (30 minutes of training on 2 CPU cores) and ``gpu`` (one GPU).
 
+A long run survives being stopped: with a :class:`~.Checkpointing` it writes its resumable state
+into a checkpoint directory every few steps, and a run started again with ``resume=True`` continues
+from the newest state to the weights the uninterrupted run would have had (:mod:`.checkpoints`).
+
 Under ``torchrun`` (after :func:`~.init_distributed`, as
-``python -m transformer_lib translate`` does) every rank runs the pipeline: the first process of
+``python -m transformer_lib train-translation`` does) every rank runs the pipeline: the first process of
 each machine downloads the data before the others read it, rank 0 learns the tokenizer and sends
 it to the others, :func:`~.train` splits each epoch's batches between the
 ranks (``max_tokens`` is per process, so a step sees ``world_size`` times as many tokens), and
 only rank 0 translates the test set and writes files.
 """
 
+from .checkpoints import Checkpointing, ResumeError
 from .data import (
     SOURCE_LANGUAGE,
     TARGET_LANGUAGE,
@@ -50,6 +55,8 @@ __all__ = [
     "TASK",
     "TEST_SPLIT",
     "TRANSLATION_PROFILES",
+    "Checkpointing",
+    "ResumeError",
     "TranslationData",
     "TranslationEvaluation",
     "TranslationProfile",

@@ -1,4 +1,4 @@
-"""The whole translation pipeline in one call, as ``python -m transformer_lib translate`` runs it."""
+"""The whole translation pipeline in one call, as ``python -m transformer_lib train-translation`` runs it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ...training.distributed import is_main_process
+from .checkpoints import Checkpointing
 from .profiles import TranslationProfile
 from .results import save_translation, translation_summary
 from .score import evaluate_translation
@@ -23,6 +24,7 @@ def run_translation(
     save: str | Path | None = None,
     progress: bool = True,
     threads: int | None = None,
+    checkpoints: Checkpointing | None = None,
 ) -> dict[str, Any]:
     """Train a German-to-English Transformer on Multi30k and score it on ``test_2016_flickr``.
 
@@ -35,13 +37,16 @@ def run_translation(
         ``sacrebleu_signature``, ``train_seconds`` (time in training steps), ``wall_seconds``
         (everything, data and decoding included), ``epochs`` (passes over the training data, a
         fraction when the time budget ends one midway), ``steps``, ``device``, ``params``,
-        ``profile``, ``val_history`` (validation loss over training) and more details.
+        ``profile``, ``val_history`` (validation loss over training) and more details; a resumed
+        run also reports ``resumed_from_step``.
 
     Under ``torchrun`` every rank trains; only rank 0 translates the test set, saves and returns
     the full summary (the other ranks return the summary without test scores).
     """
     wall_start = time.perf_counter()
-    run = train_translation(data_dir, profile, device, seed, progress=progress, threads=threads)
+    run = train_translation(
+        data_dir, profile, device, seed, save=None, progress=progress, threads=threads, checkpoints=checkpoints
+    )
     if not is_main_process():
         return translation_summary(run)
     evaluation = evaluate_translation(run, progress=progress)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # types only: the modules of training and scoring import this
 def translation_summary(
     run: TranslationRun, evaluation: TranslationEvaluation | None = None, wall_seconds: float | None = None
 ) -> dict[str, Any]:
-    """The JSON-serialisable results of a run, as ``python -m transformer_lib translate`` prints them.
+    """The JSON-serialisable results of a run, as ``python -m transformer_lib train-translation`` prints them.
 
     Without ``evaluation`` the test-set keys (``bleu``, ``examples``, ...) are left out.
     ``wall_seconds`` defaults to the training's wall time plus the decoding time.
@@ -72,6 +72,8 @@ def translation_summary(
     if "examples" in scores:
         summary["examples"] = scores["examples"]
     summary["config"] = asdict(run.profile)
+    if run.resumed_from_step:  # only then: a run that started afresh keeps the keys it always had
+        summary["resumed_from_step"] = run.resumed_from_step
     return summary
 
 
@@ -81,7 +83,7 @@ def save_translation(
     evaluation: TranslationEvaluation | None = None,
     wall_seconds: float | None = None,
 ) -> Path:
-    """Save the model of ``run`` as ``translate --save`` does; ``translate-text`` can load it.
+    """Save the model of ``run`` as ``train-translation --save`` does; ``translate`` can load it.
 
     The checkpoint's metadata holds ``task="translation"``, the languages, the tokenizer, the
     profile's decoding settings and the :func:`~.translation_summary` (without its per-evaluation

@@ -5,7 +5,9 @@ weights and the average of the last snapshots (checkpoint averaging, 检查点�
 :class:`~.Transformer` whose source embedding, target embedding and output
 projection are one shared matrix, and trains it with :func:`~.train` on
 batches of similar-length sentences, measuring the validation loss as it goes and stopping at the
-profile's step limit or time budget.
+profile's step limit or time budget. With a :class:`~.Checkpointing` it writes its resumable state
+into a checkpoint directory as it goes, or continues the run whose state the directory holds
+(:mod:`.checkpoints`).
 """
 
 from __future__ import annotations
@@ -26,17 +28,23 @@ from ...runtime import default_profile, pick_device, set_seed, torch_threads
 from ...training import TrainResult, evaluate_loss, train
 from ...training.distributed import is_distributed, is_main_process, main_process_first, world_size
 from ...validation import check_positive_int
+from .checkpoints import Checkpointing, RunDirectory
 from .data import TranslationData, prepare_translation_data
 from .profiles import TranslationProfile, translation_profile
 from .results import save_translation
 
 
 class _CountedBatches:
-    """The training batches of each epoch (``train`` calls this once per epoch), counting their tokens."""
+    """The training batches of each epoch (``train`` calls this once per epoch), counting their tokens.
 
-    def __init__(self, batches: Callable[[int], list[Batch]]) -> None:
+    A run resumed in epoch ``first_epoch`` starts with the tokens of the epochs before it (the loop
+    reads the batches of ``first_epoch`` already trained on again, to skip them, and so counts those).
+    """
+
+    def __init__(self, batches: Callable[[int], list[Batch]], first_epoch: int = 0) -> None:
         self.batches = batches
-        self.tokens = 0  # source + target non-padding tokens handed to training
+        # source + target non-padding tokens handed to training
+        self.tokens = sum(b.num_src_tokens + b.num_tokens for e in range(first_epoch) for b in batches(e))
 
     def __call__(self, epoch: int) -> Iterator[Batch]:
         for batch in self.batches(epoch):
@@ -81,6 +89,7 @@ class TranslationRun:
             validation and averaging).
         checkpoint: where the model was saved (``None``: not saved).
         world_size: processes that trained together (1 without ``torchrun``).
+        resumed_from_step: the step of the checkpoint this run continued from (0: it started afresh).
     """
 
     model: Transformer
@@ -102,6 +111,7 @@ class TranslationRun:
     wall_seconds: float
     checkpoint: Path | None = None
     world_size: int = 1
+    resumed_from_step: int = 0
 
     @property
     def history(self) -> list[dict[str, float]]:
@@ -143,13 +153,16 @@ class TranslationRun:
     @property
     def decoding(self) -> dict[str, Any]:
         """The profile's decoding settings, as stored in a saved checkpoint."""
-        prof = self.profile
-        return {
-            "beam_size": prof.beam_size,
-            "length_penalty": prof.length_penalty,
-            "max_len_a": prof.max_len_a,
-            "max_len_b": prof.max_len_b,
-        }
+        return _decoding(self.profile)
+
+
+def _decoding(profile: TranslationProfile) -> dict[str, Any]:
+    return {
+        "beam_size": profile.beam_size,
+        "length_penalty": profile.length_penalty,
+        "max_len_a": profile.max_len_a,
+        "max_len_b": profile.max_len_b,
+    }
 
 
 def _check_seed_and_threads(seed: int, threads: int | None) -> None:
@@ -182,28 +195,46 @@ class _Trained:
 
 
 def _train_model(
-    data: TranslationData, profile: TranslationProfile, device: torch.device, seed: int, progress: bool
+    data: TranslationData,
+    profile: TranslationProfile,
+    device: torch.device,
+    seed: int,
+    progress: bool,
+    run_dir: RunDirectory | None,
 ) -> _Trained:
-    """Build the profile's model from ``seed`` and train it; keep a snapshot at every evaluation."""
+    """Build the profile's model from ``seed`` and train it, or continue ``run_dir``'s run.
+
+    A snapshot of the weights is kept at every evaluation (and written into ``run_dir``).
+    """
     set_seed(seed)
     model = Transformer(profile.model_config(data.tokenizer.vocab_size)).to(device)
     batches = _CountedBatches(
         lambda epoch: token_batches(
             data.train_ids, profile.max_tokens, *data.special_ids, shuffle=True, seed=seed * 1000 + epoch
-        )
+        ),
+        first_epoch=run_dir.epoch if run_dir is not None else 0,
     )
     world = world_size() if is_distributed() else 1  # processes training together
     steps_per_epoch = max(1, len(batches.batches(0)) // world)  # each rank takes every world-th batch
-    snapshots: list[dict[str, torch.Tensor]] = []
+    snapshots = run_dir.restore_snapshots(profile.average_last) if run_dir is not None else []
 
     def evaluate(m: Transformer) -> dict[str, float]:
         """Validation loss, and a snapshot of the weights (not counted as training time)."""
         metrics = evaluate_loss(m, data.val_batches, device)
         snapshots.append({k: v.detach().to("cpu", copy=True) for k, v in m.state_dict().items()})
+        if run_dir is not None:
+            run_dir.save_snapshot(snapshots[-1], profile.average_last)
         del snapshots[: -profile.average_last]
         return {"val_loss": metrics["loss"], "val_perplexity": metrics["perplexity"]}
 
-    result = train(model, batches, profile.train_config(seed, progress), device, evaluate=evaluate)
+    config = profile.train_config(seed, progress)
+    if run_dir is None:
+        result = train(model, batches, config, device, evaluate=evaluate)
+    else:
+        run_dir.check_tokenizer(data.tokenizer)
+        metadata = run_dir.metadata(data.tokenizer, _decoding(profile))
+        config = run_dir.train_config(config)
+        result = train(model, batches, config, device, evaluate, resume_from=run_dir.resume_from, metadata=metadata)
     return _Trained(model, result, batches, snapshots, steps_per_epoch, world)
 
 
@@ -231,6 +262,7 @@ def train_translation(
     save: str | Path | None = None,
     progress: bool = True,
     threads: int | None = None,
+    checkpoints: Checkpointing | None = None,
 ) -> TranslationRun:
     """Steps 1-3 of the pipeline: data, tokenizer, training and checkpoint averaging.
 
@@ -244,6 +276,10 @@ def train_translation(
         progress: a progress bar on stderr.
         threads: CPU threads for PyTorch during training (default: the profile's ``num_threads``);
             the previous setting is restored afterwards.
+        checkpoints: write the resumable state into a checkpoint directory as training goes, or
+            continue the run whose state it holds (:class:`~.Checkpointing`, :mod:`.checkpoints`).
+            A resumed run given the same profile, seed, data and threads ends with the weights of
+            the uninterrupted run. Raises :class:`~.ResumeError` when the directory does not fit.
 
     Returns:
         A :class:`~.TranslationRun`; score it with :func:`~.evaluate_translation`.
@@ -252,11 +288,15 @@ def train_translation(
     torch_device = device if isinstance(device, torch.device) else pick_device(device)
     prof = _resolve_profile(profile, torch_device)
     _check_seed_and_threads(seed, threads)
+    if checkpoints is not None and not isinstance(checkpoints, Checkpointing):
+        raise TypeError(f"checkpoints must be a Checkpointing or None, got {type(checkpoints).__name__}")
+    world = world_size() if is_distributed() else 1
+    run_dir = RunDirectory(checkpoints, prof, seed, world) if checkpoints is not None else None
     with torch_threads(threads if threads is not None else prof.num_threads) as used_threads:
         with main_process_first():  # under torchrun: one download per machine, then everyone reads
             raw = load_multi30k(data_dir)
         data = prepare_translation_data(raw, prof)
-        trained = _train_model(data, prof, torch_device, seed, progress)
+        trained = _train_model(data, prof, torch_device, seed, progress, run_dir)
         val_loss_averaged = _average_if_better(trained, data.val_batches, torch_device)
         trained.model.eval()
     val_loss_last = trained.result.eval_history[-1]["val_loss"]
@@ -280,6 +320,7 @@ def train_translation(
         val_loss_averaged=val_loss_averaged,
         wall_seconds=time.perf_counter() - wall_start,
         world_size=trained.world,
+        resumed_from_step=run_dir.step if run_dir is not None else 0,
     )
     if save is not None and is_main_process():
         save_translation(run, save)

@@ -3,9 +3,9 @@
 #   make test      run every test (what CI runs: .ci/run), the chapters with the smoke profile
 # and, for authors:
 #   make screenshots full-page screenshots of the built site in _build/screenshots/ (browser test)
-#   make figures   redraw the landing page's architecture figure (figures/) from the package
+#   make figures   redraw the landing page's architecture figure (figures/) with transformer_book
 #   make test-colab  the chapters on an emulated Colab (tests/test_colab.py; minutes, needs PyPI)
-#   make lint      ruff over the package, the tests, the benchmarks and the book's Sphinx extension
+#   make lint      ruff over both packages, the tests, the benchmarks and the book's Sphinx extension
 #   make execute   re-run every notebook in place with the CPU profile (refreshes the stored outputs
 #                  that nbval compares); NB=chapters/07_feed_forward.ipynb re-runs one
 SHELL := /bin/bash
@@ -50,7 +50,7 @@ book: $(STAMP)
 # The chapters' code cells too: formatted by ruff, no line wider than the book's code boxes
 # (chapters/ruff.toml).
 lint: $(STAMP)
-	$(PY) -m ruff check transformer_lib tests benchmarks scripts _ext conftest.py
+	$(PY) -m ruff check transformer_lib transformer_book tests benchmarks scripts _ext conftest.py
 	$(PY) -m ruff format --check chapters
 	$(PY) -m ruff check chapters
 

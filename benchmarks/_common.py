@@ -17,8 +17,10 @@ from typing import Any
 
 import torch
 
+from transformer_book.machine import machine_name
 from transformer_lib.config import TransformerConfig
-from transformer_lib.runtime import cpu_name, machine_name, pick_device
+from transformer_lib.runtime import cpu_flags as runtime_cpu_flags
+from transformer_lib.runtime import cpu_name, pick_device
 from transformer_lib.tasks.translation import translation_profile
 
 
@@ -37,15 +39,8 @@ def load_average() -> list[float] | None:
 
 def cpu_flags(wanted: Sequence[str] = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")) -> list[str]:
     """Which of the ``wanted`` instruction-set flags the CPU reports (Linux only; [] elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return [flag for flag in wanted if flag in flags]
-    except OSError:
-        pass
-    return []
+    flags = runtime_cpu_flags()
+    return [flag for flag in wanted if flag in flags]
 
 
 def decoding_model_config() -> TransformerConfig:

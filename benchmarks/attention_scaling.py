@@ -13,7 +13,7 @@ instead, whose ``need_weights=True`` takes the reference path and ``need_weights
 one; the four linear projections then add work that grows only linearly with T.
 
 For each length the script checks that both paths give the same output, measures each path's peak
-memory once (``transformer_lib.memory.peak_memory``: the CPU allocator's own reports, collected by
+memory once (``transformer_book.memory.peak_memory``: the CPU allocator's own reports, collected by
 ``torch.profiler``; ``torch.cuda.max_memory_allocated`` on CUDA) and then times the forward pass
 (``--backward``: forward + backward) several times, the two paths taking turns. Long lengths get
 fewer repeats (each point stops after ``--point-seconds``). Slopes of the log-log lines are fitted
@@ -40,8 +40,8 @@ import torch.nn.functional as F
 from _common import finish, fit_loglog, info, machine_info, setup, time_call
 from torch import Tensor
 
+from transformer_book.memory import peak_memory
 from transformer_lib import MultiHeadAttention, scaled_dot_product_attention
-from transformer_lib.memory import peak_memory
 
 PATHS = ("reference", "fused")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -35,14 +35,8 @@ import time
 import torch
 from torch import Tensor, nn
 
-from transformer_lib.tasks.copy import (
-    BOS_ID,
-    VOCAB_SIZE,
-    copy_batches,
-    copy_targets,
-    held_out_sequences,
-    run_copy_task,
-)
+from transformer_lib.data.copy import BOS_ID, VOCAB_SIZE, copy_batches, copy_targets, held_out_sequences
+from transformer_lib.tasks.copy import run_copy_task
 
 
 class BaselineCopyModel(nn.Module):

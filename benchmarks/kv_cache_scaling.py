@@ -13,7 +13,7 @@ cheap, always gets at least ``--min-cached-calls``.
 
 The cache's size is counted from its tensors: the script runs the incremental decoder by hand over
 the decoded tokens and adds up the bytes of every cached key and value
-(``transformer_lib.memory.kv_cache_nbytes``), then checks them against the formula
+(``transformer_book.memory.kv_cache_nbytes``), then checks them against the formula
 ``2 * layers * batch * heads * length * d_k * bytes`` (``kv_cache_formula_bytes``): ``length`` is
 L - 1 for the self-attention cache and the source length for the cross-attention cache.
 
@@ -35,9 +35,9 @@ import torch
 from _common import decoding_model_config, finish, fit_loglog, info, machine_info, setup, synchronize
 from torch import Tensor
 
+from transformer_book.memory import kv_cache_formula_bytes, kv_cache_nbytes
 from transformer_lib import Transformer, padding_mask
 from transformer_lib.decoding import greedy_decode
-from transformer_lib.memory import kv_cache_formula_bytes, kv_cache_nbytes
 
 BOS, EOS = 1, 2
 

@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_book.reference import TorchTransformer, torch_state_dict
 from transformer_lib import Transformer, TransformerConfig
-from transformer_lib.reference import TorchTransformer, torch_state_dict
 
 
 def train_step(

@@ -65,7 +65,6 @@ import json
 import os
 import statistics
 import time
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -75,12 +74,20 @@ from _common import cpu_name, info, load_average
 
 from transformer_lib.files import atomic_write
 from transformer_lib.tasks.copy import copy_model_config, run_copy_task
-from transformer_lib.tasks.translation import evaluate_translation, train_translation, translation_profile
+from transformer_lib.tasks.translation import (
+    apply_overrides,
+    evaluate_translation,
+    train_translation,
+    translation_profile,
+)
 
 COPY_D_FF = 128  # copy_model_config's d_ff
 TRANSLATION_D_FF = {"smoke": 128, "cpu": 1024}  # each translation profile's d_ff
 # On the smoke profile the comparison trains longer and scores more sentences than the tests' smoke runs.
-SMOKE_COMPARISON = {"max_steps": 150, "test_limit": 200, "warmup_steps": 50, "eval_every": 50}
+SMOKE_COMPARISON = ["train.max_steps=150", "data.test_limit=200", "train.warmup_steps=50", "train.eval_every=50"]
+# --quick: a few steps on a slice; checks the pipeline runs, the numbers mean nothing.
+QUICK = ["data.train_limit=200", "data.test_limit=10", "data.vocab_size=250", "train.max_steps=4"]
+QUICK += ["train.eval_every=None", "decode.beam_size=2"]
 
 
 def swiglu_width(d_ff: int) -> int:
@@ -156,19 +163,16 @@ def run_copy(name: str, overrides: dict[str, Any], seeds: list[int], args: argpa
 def run_translation_variant(
     name: str, overrides: dict[str, Any], seeds: list[int], args: argparse.Namespace
 ) -> dict[str, Any]:
-    profile = replace(translation_profile(args.translation_profile), time_budget_s=None, model_overrides=overrides)
-    if args.translation_profile == "smoke":  # the comparison's own budget, larger than the tests' smoke runs
-        profile = replace(profile, **SMOKE_COMPARISON)
-    if args.translation_steps is not None:  # a step budget instead of the profile's time budget
-        profile = replace(profile, max_steps=args.translation_steps)
-    if args.quick:  # a few steps on a slice: checks the pipeline runs, the numbers mean nothing
-        profile = replace(
-            profile, train_limit=200, test_limit=10, vocab_size=250, max_steps=4, eval_every=None, beam_size=2
-        )
+    # The variant's model fields and the comparison's budget, as `train-translation --set` takes them.
+    settings = ["train.time_budget_s=None", "train.progress=false", *(f"model.{k}={v}" for k, v in overrides.items())]
+    settings += SMOKE_COMPARISON if args.translation_profile == "smoke" else []
+    settings += [f"train.max_steps={args.translation_steps}"] if args.translation_steps is not None else []
+    settings += QUICK if args.quick else []
+    profile = apply_overrides(translation_profile(args.translation_profile), settings)
     runs = []
     for seed in seeds:
         start = time.perf_counter()
-        run = train_translation(args.data_dir, profile, device=args.device, seed=seed, progress=False)
+        run = train_translation(args.data_dir, apply_overrides(profile, [f"train.seed={seed}"]), device=args.device)
         evaluation = evaluate_translation(run, progress=False)
         runs.append(
             {

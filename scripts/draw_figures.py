@@ -1,8 +1,8 @@
 """Draw the book's static figures into ``figures/`` (``make figures``).
 
 The landing page shows the model the book builds: the paper's base model, drawn from its
-``TransformerConfig`` by :func:`transformer_lib.book.diagrams.architecture_figure`. Every chapter
-opens with a concept picture, drawn by :mod:`transformer_lib.book.concepts`.
+``TransformerConfig`` by :func:`transformer_book.diagrams.architecture_figure`. Every chapter
+opens with a concept picture, drawn by :mod:`transformer_book.concepts`.
 ``tests/test_diagrams.py`` checks that each stored file is what this script draws.
 """
 
@@ -17,9 +17,9 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from transformer_book.concepts import all_figures  # noqa: E402
+from transformer_book.diagrams import architecture_figure, save_svg  # noqa: E402
 from transformer_lib import TransformerConfig  # noqa: E402
-from transformer_lib.book.concepts import all_figures  # noqa: E402
-from transformer_lib.book.diagrams import architecture_figure, save_svg  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # The paper's table 3: 6 + 6 layers, d_model 512, 8 heads, d_ff 2048, one 37,000-token BPE vocabulary

@@ -3,28 +3,11 @@
 import pytest
 import torch
 
-from transformer_lib import MultiHeadAttention, Transformer, TransformerConfig, greedy_decode
-from transformer_lib.book.attention_maps import record_attention
+from transformer_book.attention_maps import record_attention
+from transformer_lib import MultiHeadAttention, greedy_decode
 from transformer_lib.nn.masks import causal_mask
 
 PAD = 0
-
-
-def small_model(norm_first: bool) -> Transformer:
-    torch.manual_seed(0)
-    config = TransformerConfig(
-        src_vocab_size=11,
-        tgt_vocab_size=11,
-        d_model=16,
-        num_heads=2,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        d_ff=32,
-        dropout=0.0,
-        norm_first=norm_first,
-        pad_id=PAD,
-    )
-    return Transformer(config).eval()
 
 
 def padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,8 +35,8 @@ def test_weights_equal_what_multihead_attention_returns_with_need_weights():
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_every_module_records_its_own_weights_on_its_own_inputs(norm_first):
-    model = small_model(norm_first)
+def test_every_module_records_its_own_weights_on_its_own_inputs(norm_first, tiny_model):
+    model = tiny_model(norm_first=norm_first)
     src, tgt = padded_batch()
     inputs = {}
 
@@ -74,7 +57,7 @@ def test_every_module_records_its_own_weights_on_its_own_inputs(norm_first):
             recorded_logits = model(src, tgt)
     for h in handles:
         h.remove()
-    # The logits do not change (reference path instead of the fused kernel: float32 round-off).
+    # The logits do not change (reference path instead of the fused kernel: round-off only).
     torch.testing.assert_close(recorded_logits, plain, rtol=1e-5, atol=1e-5)
     assert set(maps.names()) == set(inputs) and len(inputs) == 6
     for name, (args, kwargs) in inputs.items():
@@ -83,8 +66,8 @@ def test_every_module_records_its_own_weights_on_its_own_inputs(norm_first):
         torch.testing.assert_close(maps[name], expected, rtol=0, atol=0)
 
 
-def test_rows_sum_to_one_and_masked_keys_get_zero():
-    model = small_model(norm_first=True)
+def test_rows_sum_to_one_and_masked_keys_get_zero(tiny_model):
+    model = tiny_model(norm_first=True)
     src, tgt = padded_batch()
     with torch.no_grad(), record_attention(model) as maps:
         model(src, tgt)
@@ -101,8 +84,8 @@ def test_rows_sum_to_one_and_masked_keys_get_zero():
     assert torch.all(dec_self[..., upper] == 0)  # the future is never attended
 
 
-def test_incremental_decoding_stacks_to_the_teacher_forced_maps():
-    model = small_model(norm_first=False)
+def test_incremental_decoding_stacks_to_the_teacher_forced_maps(tiny_model):
+    model = tiny_model(norm_first=False)
     src, _ = padded_batch()
     with record_attention(model) as maps:
         out = greedy_decode(model, src, max_len=6, bos_id=1, eos_id=2)
@@ -114,8 +97,8 @@ def test_incremental_decoding_stacks_to_the_teacher_forced_maps():
         torch.testing.assert_close(maps.stacked(name), full[name], rtol=1e-5, atol=1e-6)
 
 
-def test_hooks_are_removed_and_bad_input_is_refused():
-    model = small_model(norm_first=True)
+def test_hooks_are_removed_and_bad_input_is_refused(tiny_model):
+    model = tiny_model(norm_first=True)
     src, tgt = padded_batch()
     with torch.no_grad(), record_attention(model) as maps:
         model(src, tgt)
@@ -140,7 +123,7 @@ def test_plot_attention_draws_the_weights_it_is_given():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from transformer_lib.book.plotting import plot_attention, plot_attention_heads
+    from transformer_book.plotting import plot_attention, plot_attention_heads
 
     weights = torch.softmax(torch.randn(2, 3, 4), dim=-1)  # (H, T_q, T_k)
     ax = plot_attention(weights[1], keys=list("abcd"), queries=list("xyz"))

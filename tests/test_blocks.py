@@ -12,6 +12,8 @@ from torch import nn
 from torch.func import functional_call
 from torch.testing import assert_close
 
+from transformer_book.checks import check_positions_distinct, check_values_in_range
+from transformer_book.reference import torch_state_dict
 from transformer_lib import (
     Decoder,
     DecoderLayer,
@@ -28,9 +30,7 @@ from transformer_lib import (
     scaled_dot_product_attention,
     sinusoidal_table,
 )
-from transformer_lib.book.checks import check_positions_distinct, check_values_in_range
 from transformer_lib.nn.multihead import guarded_attention
-from transformer_lib.reference import torch_state_dict
 
 F64 = torch.float64
 D_MODEL, HEADS, D_FF = 16, 4, 32

@@ -6,7 +6,8 @@ environment with exactly those five, at the versions of ``requirements.txt``), r
 first code cell in it the way Colab does (``google.colab`` importable, so the cell installs
 ``transformer-lib[book]``), with one change: the repository URL points at this clone and the branch
 at its current commit. Then it executes a few chapters in that environment's kernel, from an empty
-folder, with the smoke profile, and checks that the package they imported is the installed one.
+folder, with the smoke profile, and checks that the packages they imported (``transformer_lib`` and
+the book's harness ``transformer_book``, both in the wheel) are the installed ones.
 
 It takes a few minutes (it installs torch into the new environment) and needs PyPI for the
 package's own dependencies, so ``make test`` leaves it out (marker ``colab``); ``make test-colab``
@@ -83,9 +84,12 @@ def colab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_the_install_cell_installs_the_package_and_its_book_extra(colab: dict[str, Path]) -> None:
-    probe = "import transformer_lib; print(transformer_lib.__file__)"
-    where = _run([str(colab["python"]), "-c", probe], cwd=colab["workdir"]).stdout.strip()
-    assert Path(where).is_relative_to(colab["python"].parents[1]), "the package must come from the install"
+    # The wheel ships both packages: the library and the book's harness that the chapters import.
+    probe = "import transformer_lib, transformer_book; print(transformer_lib.__file__, transformer_book.__file__)"
+    where = _run([str(colab["python"]), "-c", probe], cwd=colab["workdir"]).stdout.split()
+    assert len(where) == 2
+    for package in where:
+        assert Path(package).is_relative_to(colab["python"].parents[1]), f"{package} must come from the install"
     for name in ("tokenizers", "sacrebleu", "safetensors", "tqdm"):  # its own dependencies, which Colab lacks
         _run([str(colab["python"]), "-c", f"import {name}"])
 
@@ -97,13 +101,17 @@ def test_a_chapter_runs_on_the_emulated_colab(colab: dict[str, Path], chapter: s
     monkeypatch.setenv("TQDM_DISABLE", "1")
     monkeypatch.delenv("PYTHONPATH", raising=False)
     nb = nbformat.read(ROOT / "chapters" / f"{chapter}.ipynb", as_version=4)
-    # One more cell at the end: which Python ran the chapter, and where its package came from.
-    probe = "import sys, transformer_lib\nprint(sys.executable)\nprint(transformer_lib.__file__)"
+    # One more cell at the end: which Python ran the chapter, and where its two packages came from.
+    probe = (
+        "import sys, transformer_book, transformer_lib\nprint(sys.executable)\n"
+        "print(transformer_lib.__file__)\nprint(transformer_book.__file__)"
+    )
     nb.cells.append(nbformat.v4.new_code_cell(probe))
     client = NotebookClient(
         nb, kernel_name="colab", timeout=600, resources={"metadata": {"path": str(colab["workdir"])}}
     )
     client.execute()  # raises CellExecutionError, with the failing cell, on any error
-    executable, package = nb.cells[-1].outputs[0]["text"].split()
+    executable, *packages = nb.cells[-1].outputs[0]["text"].split()
     assert Path(executable) == colab["python"]
-    assert Path(package).is_relative_to(colab["python"].parents[1])
+    assert len(packages) == 2
+    assert all(Path(package).is_relative_to(colab["python"].parents[1]) for package in packages)

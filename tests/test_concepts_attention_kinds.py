@@ -12,10 +12,10 @@ import torch  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from transformer_book.concepts import all_figures  # noqa: E402
+from transformer_book.concepts._style import COLOURS, MAX_WIDTH, SMALL  # noqa: E402
+from transformer_book.concepts.attention_kinds import attention_kinds_figure, attention_kinds_masks  # noqa: E402
 from transformer_lib import causal_mask  # noqa: E402
-from transformer_lib.book.concepts import all_figures  # noqa: E402
-from transformer_lib.book.concepts._style import COLOURS, MAX_WIDTH, SMALL  # noqa: E402
-from transformer_lib.book.concepts.attention_kinds import attention_kinds_figure, attention_kinds_masks  # noqa: E402
 
 
 def test_the_masks_are_the_librarys_for_the_running_example() -> None:

@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from transformer_lib.book.concepts.data_parallel import FIGURES, batch_owners, data_parallel_figure  # noqa: E402
+from transformer_book.concepts.data_parallel import FIGURES, batch_owners, data_parallel_figure  # noqa: E402
 from transformer_lib.training.distributed import shard_batches  # noqa: E402
 
 

@@ -13,8 +13,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from transformer_lib.book.concepts.embedding import CELL, example_table, token_embedding_figure  # noqa: E402
-from transformer_lib.book.example import ENGLISH, embed, encode, vocabulary  # noqa: E402
+from transformer_book.concepts.embedding import CELL, example_table, token_embedding_figure  # noqa: E402
+from transformer_book.example import ENGLISH, embed, encode, vocabulary  # noqa: E402
 
 
 def test_the_table_is_the_one_the_running_example_reads_and_the_rng_is_left_alone():

@@ -10,9 +10,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from transformer_book.concepts.feed_forward import FIGURES, example_weights, feed_forward_figure  # noqa: E402
+from transformer_book.example import ENGLISH, embed, words  # noqa: E402
 from transformer_lib import FeedForward  # noqa: E402
-from transformer_lib.book.concepts.feed_forward import FIGURES, example_weights, feed_forward_figure  # noqa: E402
-from transformer_lib.book.example import ENGLISH, embed, words  # noqa: E402
 
 
 def test_one_column_per_word_and_white_cells_where_the_relu_gives_zero() -> None:

@@ -10,11 +10,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from transformer_book.concepts import all_figures  # noqa: E402
+from transformer_book.concepts import multi_head as concept  # noqa: E402
+from transformer_book.concepts._style import MAX_WIDTH, SMALL  # noqa: E402
+from transformer_book.example import ENGLISH, embed, words  # noqa: E402
 from transformer_lib import MultiHeadAttention  # noqa: E402
-from transformer_lib.book.concepts import all_figures  # noqa: E402
-from transformer_lib.book.concepts import multi_head as concept  # noqa: E402
-from transformer_lib.book.concepts._style import MAX_WIDTH, SMALL  # noqa: E402
-from transformer_lib.book.example import ENGLISH, embed, words  # noqa: E402
 
 
 def test_the_head_weights_are_the_library_modules_weights_with_the_same_matrices():

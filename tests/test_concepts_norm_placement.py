@@ -8,8 +8,8 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from transformer_book.concepts.norm_placement import FIGURES, norm_placement_figure  # noqa: E402
 from transformer_lib import Encoder, LayerNorm, LayerSpec  # noqa: E402
-from transformer_lib.book.concepts.norm_placement import FIGURES, norm_placement_figure  # noqa: E402
 
 
 def test_each_panel_draws_as_many_layernorms_as_the_library_builds() -> None:

@@ -12,9 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from transformer_book.concepts.positional_encoding import positional_encoding_figure, wavelengths  # noqa: E402
+from transformer_book.example import ENGLISH, words  # noqa: E402
 from transformer_lib import sinusoidal_table  # noqa: E402
-from transformer_lib.book.concepts.positional_encoding import positional_encoding_figure, wavelengths  # noqa: E402
-from transformer_lib.book.example import ENGLISH, words  # noqa: E402
 
 
 def test_wavelengths_grow_tenfold_per_pair_at_width_8():

@@ -12,9 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from transformer_book.concepts.scaled_dot_product import FIGURES, attention_steps_figure, one_query  # noqa: E402
+from transformer_book.example import ENGLISH, embed, words  # noqa: E402
 from transformer_lib import scaled_dot_product_attention  # noqa: E402
-from transformer_lib.book.concepts.scaled_dot_product import FIGURES, attention_steps_figure, one_query  # noqa: E402
-from transformer_lib.book.example import ENGLISH, embed, words  # noqa: E402
 
 
 def test_one_query_is_a_row_of_the_librarys_attention_over_the_sentence() -> None:

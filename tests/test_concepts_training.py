@@ -12,9 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from transformer_book.concepts import _style  # noqa: E402
+from transformer_book.concepts.training import FIGURES, noam_curve, smoothed_target, training_figure  # noqa: E402
 from transformer_lib import noam_rate  # noqa: E402
-from transformer_lib.book.concepts import _style  # noqa: E402
-from transformer_lib.book.concepts.training import FIGURES, noam_curve, smoothed_target, training_figure  # noqa: E402
 
 
 def test_the_schedule_rises_to_its_peak_at_the_warmup_and_then_decays() -> None:

@@ -10,11 +10,11 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from transformer_book.concepts import all_figures  # noqa: E402
+from transformer_book.concepts._style import MAX_WIDTH, SMALL  # noqa: E402
+from transformer_book.concepts.translation import FIGURES, pipeline_figure  # noqa: E402
+from transformer_book.example import ENGLISH, GERMAN  # noqa: E402
 from transformer_lib import translation_profile  # noqa: E402
-from transformer_lib.book.concepts import all_figures  # noqa: E402
-from transformer_lib.book.concepts._style import MAX_WIDTH, SMALL  # noqa: E402
-from transformer_lib.book.concepts.translation import FIGURES, pipeline_figure  # noqa: E402
-from transformer_lib.book.example import ENGLISH, GERMAN  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,9 +34,9 @@ def test_the_sizes_it_prints_are_the_cpu_profiles():
     profile = translation_profile("cpu")
     fig = pipeline_figure()
     text = "\n".join(t.get_text() for t in fig.axes[0].texts)
-    assert f"of {profile.vocab_size:,} tokens" in text
-    assert f"{profile.num_encoder_layers} layers" in text and f"(1, S, {profile.d_model})" in text
-    assert f"beam width {profile.beam_size}" in text
+    assert f"of {profile.data.vocab_size:,} tokens" in text
+    assert f"{profile.model.num_encoder_layers} layers" in text and f"(1, S, {profile.model.d_model})" in text
+    assert f"beam width {profile.decode.beam_size}" in text
     plt.close(fig)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 
 import matplotlib
@@ -11,9 +12,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
+from transformer_book.concepts import all_figures  # noqa: E402
+from transformer_book.concepts.variants import SWITCHES, switch_values, variants_figure  # noqa: E402
 from transformer_lib import TransformerConfig  # noqa: E402
-from transformer_lib.book.concepts import all_figures  # noqa: E402
-from transformer_lib.book.concepts.variants import SWITCHES, switch_values, variants_figure  # noqa: E402
 
 
 def shown() -> list[str]:
@@ -43,7 +44,7 @@ def test_every_switch_is_a_config_field_labelled_once() -> None:
     ],
 )
 def test_each_switch_lists_the_papers_default_first_then_every_other_value(
-    switch: str, paper: str, others: list[str]
+    switch: str, paper: str, others: list[str], tiny_config: Callable[..., TransformerConfig]
 ) -> None:
     default = next(f.default for f in fields(TransformerConfig) if f.name == switch)
     assert str(default) == paper
@@ -51,8 +52,7 @@ def test_each_switch_lists_the_papers_default_first_then_every_other_value(
     assert f"{paper} (paper) | " + " | ".join(others) in shown()
     if switch in ("positional", "norm", "activation"):  # the strings the config accepts
         for value in others:
-            built = TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=16, num_heads=4, **{switch: value})
-            assert getattr(built, switch) == value
+            assert getattr(tiny_config(**{switch: value}), switch) == value
 
 
 def test_the_layer_is_pre_ln_with_two_sublayers_and_a_final_norm() -> None:

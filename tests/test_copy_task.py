@@ -7,10 +7,9 @@ import json
 import pytest
 import torch
 
+from transformer_book.attention_maps import record_attention
 from transformer_lib import load_checkpoint
-from transformer_lib.book.attention_maps import record_attention
-from transformer_lib.decoding import beam_search, greedy_decode
-from transformer_lib.tasks.copy import (
+from transformer_lib.data.copy import (
     BOS_ID,
     EOS_ID,
     FIRST_SYMBOL,
@@ -19,11 +18,11 @@ from transformer_lib.tasks.copy import (
     VOCAB_SIZE,
     copy_batch,
     copy_batches,
-    copy_exact_match,
     copy_targets,
     held_out_sequences,
-    run_copy_task,
 )
+from transformer_lib.decoding import beam_search, greedy_decode
+from transformer_lib.tasks.copy import copy_exact_match, run_copy_task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

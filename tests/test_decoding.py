@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
@@ -13,32 +14,28 @@ from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.decoding import beam_search, greedy_decode, length_penalty_factor, sequence_log_prob
 
 PAD, BOS, EOS = 0, 1, 2
+VOCAB = 20
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def random_model(seed: int, norm_first: bool = False, vocab: int = 20) -> Transformer:
-    torch.manual_seed(seed)
-    config = TransformerConfig(
-        src_vocab_size=vocab,
-        tgt_vocab_size=vocab,
-        d_model=32,
-        num_heads=4,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        d_ff=64,
-        dropout=0.1,
-        max_len=64,
-        norm_first=norm_first,
-    )
-    model = Transformer(config)
-    with torch.no_grad():  # sharper output distributions: fewer near-ties, more early eos
-        model.generator.weight.mul_(4.0)
-    return model
+@pytest.fixture
+def random_model(tiny_config: Callable[..., TransformerConfig]) -> Callable[..., Transformer]:
+    """Factory: the tiny model with a vocabulary of 20, seeded, its dropout on (decoding must turn it off)."""
+
+    def make(seed: int, norm_first: bool = False) -> Transformer:
+        torch.manual_seed(seed)
+        config = tiny_config(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, dropout=0.1, norm_first=norm_first)
+        model = Transformer(config)
+        with torch.no_grad():  # sharper output distributions: fewer near-ties, more early eos
+            model.generator.weight.mul_(4.0)
+        return model
+
+    return make
 
 
-def padded_sources(seed: int, batch: int = 6, vocab: int = 20) -> Tensor:
+def padded_sources(seed: int, batch: int = 6, vocab: int = VOCAB) -> Tensor:
     generator = torch.Generator().manual_seed(seed)
     src = torch.randint(3, vocab, (batch, 9), generator=generator)  # (B, S)
     lengths = torch.randint(3, 10, (batch,), generator=generator)
@@ -86,7 +83,7 @@ class BigramModel(nn.Module):
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_greedy_is_argmax_of_teacher_forced_logits_and_well_formed(norm_first):
+def test_greedy_is_argmax_of_teacher_forced_logits_and_well_formed(norm_first, random_model):
     model = random_model(1, norm_first)
     src = padded_sources(1)
     out = greedy_decode(model, src, 15, BOS, EOS)
@@ -104,7 +101,7 @@ def test_greedy_is_argmax_of_teacher_forced_logits_and_well_formed(norm_first):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_cached_and_uncached_decoding_give_identical_tokens(norm_first, seed):
+def test_cached_and_uncached_decoding_give_identical_tokens(norm_first, seed, random_model):
     model = random_model(seed, norm_first)
     src = padded_sources(seed)
     cached = greedy_decode(model, src, 20, BOS, EOS, use_cache=True)
@@ -118,7 +115,7 @@ def test_cached_and_uncached_decoding_give_identical_tokens(norm_first, seed):
 
 
 @pytest.mark.parametrize("seed", [0, 3, 4])
-def test_beam_size_one_equals_greedy(seed):
+def test_beam_size_one_equals_greedy(seed, random_model):
     model = random_model(seed)
     src = padded_sources(seed, batch=8)
     greedy, greedy_scores = greedy_decode(model, src, 16, BOS, EOS, return_scores=True)
@@ -153,7 +150,7 @@ def test_beam_search_finds_a_more_probable_sequence_than_greedy(length_penalty):
     torch.testing.assert_close(score, lp_beam / length_penalty_factor(2, length_penalty))
 
 
-def test_beam_scores_are_length_normalised_sequence_log_probs():
+def test_beam_scores_are_length_normalised_sequence_log_probs(random_model):
     model = random_model(5)
     src = padded_sources(5)
     out, scores = beam_search(model, src, 4, 12, BOS, EOS, length_penalty=0.6, return_scores=True)
@@ -162,7 +159,7 @@ def test_beam_scores_are_length_normalised_sequence_log_probs():
     torch.testing.assert_close(scores, log_probs / length_penalty_factor(lengths, 0.6), rtol=1e-4, atol=1e-4)
 
 
-def test_wider_beam_never_scores_below_greedy_on_average():
+def test_wider_beam_never_scores_below_greedy_on_average(random_model):
     # Not a theorem per row, but over many rows a beam of 4 must find sequences at least as likely.
     model = random_model(6)
     src = padded_sources(6, batch=16)
@@ -171,7 +168,7 @@ def test_wider_beam_never_scores_below_greedy_on_average():
     assert sequence_log_prob(model, src, beam, EOS).mean() >= sequence_log_prob(model, src, greedy, EOS).mean()
 
 
-def test_decoding_restores_training_mode_and_needs_no_grad():
+def test_decoding_restores_training_mode_and_needs_no_grad(random_model):
     model = random_model(0)
     model.train()
     out = greedy_decode(model, padded_sources(0), 6, BOS, EOS)
@@ -180,7 +177,7 @@ def test_decoding_restores_training_mode_and_needs_no_grad():
     assert model.training
 
 
-def test_bad_arguments_raise_clear_errors():
+def test_bad_arguments_raise_clear_errors(random_model):
     model = random_model(0)
     src = padded_sources(0)
     with pytest.raises(TypeError, match="src"):

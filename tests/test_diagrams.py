@@ -13,8 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from transformer_lib import TransformerConfig  # noqa: E402
-from transformer_lib.book.diagrams import architecture_figure, multi_head_figure, save_svg  # noqa: E402
+from transformer_book.diagrams import architecture_figure, multi_head_figure, save_svg  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,29 +22,27 @@ def texts(fig) -> list[str]:
     return [t.get_text() for ax in fig.axes for t in ax.texts] + [ax.get_title() for ax in fig.axes]
 
 
-def config(**overrides) -> TransformerConfig:
-    return TransformerConfig(src_vocab_size=100, tgt_vocab_size=120, **overrides)
-
-
-def test_post_ln_draws_add_and_norm_after_each_sublayer_and_no_final_norm():
-    shown = texts(architecture_figure(config(num_encoder_layers=6, num_decoder_layers=4)))
+def test_post_ln_draws_add_and_norm_after_each_sublayer_and_no_final_norm(tiny_config):
+    shown = texts(architecture_figure(tiny_config(num_encoder_layers=6, num_decoder_layers=4)))
     assert shown.count("add & LayerNorm") == 2 + 3  # encoder: 2 sub-layers, decoder: 3
     assert not any(t.startswith("final") for t in shown)
     assert "6 x" in shown and "4 x" in shown
-    assert "masked self-attention\n(h = 8)" in shown and "cross-attention\n(h = 8)" in shown
+    assert "masked self-attention\n(h = 2)" in shown and "cross-attention\n(h = 2)" in shown
     assert "+ sinusoidal positional encoding" in shown
-    assert any("vocabulary 100" in t for t in shown) and any("vocabulary 120" in t for t in shown)
-    assert any("512 -> 2048 -> 512, relu" in t for t in shown)
+    assert any("vocabulary 11" in t for t in shown) and any("vocabulary 13" in t for t in shown)
+    assert any("16 -> 32 -> 16, relu" in t for t in shown)
     plt.close("all")
 
 
-def test_pre_ln_draws_the_norm_first_and_a_final_norm_per_stack_and_the_variants():
-    variant = config(norm_first=True, norm="rmsnorm", positional="rope", activation="swiglu", num_kv_heads=2)
+def test_pre_ln_draws_the_norm_first_and_a_final_norm_per_stack_and_the_variants(tiny_config):
+    variant = tiny_config(
+        norm_first=True, norm="rmsnorm", positional="rope", activation="swiglu", num_heads=4, num_kv_heads=2
+    )
     shown = texts(architecture_figure(variant))
     assert shown.count("RMSNorm") == 2 + 3 and shown.count("final RMSNorm") == 2
     assert shown.count("add (residual)") == 5 and "add & RMSNorm" not in shown
-    assert "self-attention\n(h = 8, 2 key/value heads, RoPE)" in shown
-    assert "cross-attention\n(h = 8, 2 key/value heads)" in shown  # RoPE is in self-attention only
+    assert "self-attention\n(h = 4, 2 key/value heads, RoPE)" in shown
+    assert "cross-attention\n(h = 4, 2 key/value heads)" in shown  # RoPE is in self-attention only
     assert not any("sinusoidal" in t for t in shown) and any("swiglu" in t for t in shown)
     plt.close("all")
 

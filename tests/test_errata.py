@@ -1,6 +1,6 @@
 """The errata: every deliberately wrong version fails its check, and the library passes the same check.
 
-The wrong versions live in ``transformer_lib/book/errata`` and the checks in ``transformer_lib/book/checks``;
+The wrong versions live in ``transformer_book/errata`` and the checks in ``transformer_book/checks``;
 ``chapters/14_errata.ipynb`` runs the same pairs. If a check stops catching its error, or the library
 stops passing it, a test here fails, so the errata chapter cannot silently go out of date.
 """
@@ -16,6 +16,8 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
+from transformer_book import checks, errata
+from transformer_book.checks import CheckFailed
 from transformer_lib import (
     DecoderLayer,
     EncoderLayer,
@@ -32,8 +34,6 @@ from transformer_lib import (
     scaled_dot_product_attention,
     sinusoidal_table,
 )
-from transformer_lib.book import checks, errata
-from transformer_lib.book.checks import CheckFailed
 from transformer_lib.nn.multihead import guarded_attention
 from transformer_lib.training import TrainConfig, sequence_loss, train
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from transformer_book.example import ENGLISH, GERMAN, SPECIALS, embed, encode, vocabulary, words
 from transformer_lib import TokenEmbedding, sinusoidal_table
-from transformer_lib.book.example import ENGLISH, GERMAN, SPECIALS, embed, encode, vocabulary, words
 
 
 def test_words_split_off_punctuation_and_lower_case():

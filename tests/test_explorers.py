@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from transformer_lib.book import explorers
-from transformer_lib.book.explorers import (
+from transformer_book import explorers
+from transformer_book.explorers import (
     explore_accumulation,
     explore_alignment,
     explore_attention_kinds,
@@ -34,7 +34,7 @@ from transformer_lib.book.explorers import (
     line_explorer,
     slider_figure,
 )
-from transformer_lib.book.interactive import plotly_html
+from transformer_book.interactive import plotly_html
 
 
 def shown(fig: go.Figure, step: int) -> list:

@@ -1,4 +1,4 @@
-"""transformer_lib.memory: peak memory of a computation and the size of a key/value cache."""
+"""transformer_book.memory: peak memory of a computation and the size of a key/value cache."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from transformer_book.memory import kv_cache_formula_bytes, kv_cache_nbytes, peak_memory
 from transformer_lib import padding_mask, scaled_dot_product_attention
-from transformer_lib.memory import kv_cache_formula_bytes, kv_cache_nbytes, peak_memory
 from transformer_lib.nn.multihead import KVCache
 
 

@@ -7,14 +7,14 @@ import torch
 from helpers import randomize_
 from torch.testing import assert_close
 
-from transformer_lib import Transformer, padding_mask, target_mask
-from transformer_lib.book.checks import (
+from transformer_book.checks import (
     check_causal,
     check_depends_on_input,
     check_outputs_are_logits,
     check_padding_invariant,
 )
-from transformer_lib.reference import TorchTransformer, torch_state_dict
+from transformer_book.reference import TorchTransformer, torch_state_dict
+from transformer_lib import Transformer, padding_mask, target_mask
 
 PAD = 0
 
@@ -137,7 +137,7 @@ def test_model_is_deterministic_in_eval_and_random_in_train(tiny_model) -> None:
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_pytorchs_transformer_with_the_mapped_weights_gives_our_logits(tiny_config, norm_first: bool) -> None:
-    """transformer_lib.reference: nn.Transformer inside TorchTransformer, loaded with torch_state_dict(ours)."""
+    """transformer_book.reference: nn.Transformer inside TorchTransformer, loaded with torch_state_dict(ours)."""
     torch.manual_seed(0)
     ours = randomize_(Transformer(tiny_config(norm_first=norm_first, dropout=0.0))).double().eval()
     theirs = TorchTransformer(ours.config).double().eval()

@@ -8,8 +8,8 @@ import pytest
 import torch
 from test_explorers import as_lists, press, shown, title_at
 
-from transformer_lib.book import model_explorers
-from transformer_lib.book.model_explorers import (
+from transformer_book import model_explorers
+from transformer_book.model_explorers import (
     explore_attention_memory,
     explore_cross_attention,
     explore_kv_cache_sizes,

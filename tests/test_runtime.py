@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib.runtime import PROFILES, amp_for_device, cpu_flags, default_profile, resolve_amp
+from transformer_lib.runtime import PROFILES, amp_for_device, cpu_flags, cpu_info, default_profile, resolve_amp
 
 PACKAGE = Path(__file__).resolve().parents[1] / "transformer_lib"
 
@@ -88,3 +88,21 @@ def test_resolve_amp_keeps_an_explicit_choice_and_reads_this_cpu_for_auto() -> N
     cpu = torch.device("cpu")
     assert [resolve_amp(a, cpu) for a in ("none", "bf16", "fp16")] == ["none", "bf16", "fp16"]
     assert resolve_amp("auto", cpu) == amp_for_device("cpu", cpu_flags=cpu_flags())
+
+
+def test_cpu_info_reads_the_first_processor_and_nothing_where_there_is_no_file(tmp_path: Path) -> None:
+    fake = tmp_path / "cpuinfo"
+    fake.write_text(
+        "processor\t: 0\nmodel name\t: First CPU\nflags\t\t: fpu avx2 amx_bf16\n\n"
+        "processor\t: 1\nmodel name\t: Second CPU\nflags\t\t: fpu\n",
+        encoding="utf-8",
+    )
+    assert cpu_info(fake) == {"processor": "0", "model name": "First CPU", "flags": "fpu avx2 amx_bf16"}
+    assert cpu_info(tmp_path / "absent") == {}
+
+
+def test_the_package_reads_proc_cpuinfo_in_one_place() -> None:
+    readers = [
+        str(m.relative_to(PACKAGE)) for m in PACKAGE.rglob("*.py") if '/proc/cpuinfo"' in m.read_text(encoding="utf-8")
+    ]
+    assert readers == ["runtime.py"]

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils.data import DataLoader
 
+from transformer_book.reference import TorchTransformer, torch_state_dict
 from transformer_lib import Transformer, TransformerConfig, noam_rate
-from transformer_lib.data.batching import Batch, make_batch, token_batches
-from transformer_lib.reference import TorchTransformer, torch_state_dict
+from transformer_lib.data.batching import Batch, TokenBudgetSampler, batch_loader, make_batch, token_batches
+from transformer_lib.data.copy import copy_batch
 from transformer_lib.runtime import resolve_amp
-from transformer_lib.tasks.copy import copy_batch
 from transformer_lib.training import (
     TrainConfig,
     TrainResult,
@@ -360,14 +364,24 @@ def test_evaluation_runs_in_eval_mode_without_grad_and_training_resumes_in_train
     assert seen == [(False, False), (False, False)]
 
 
-def test_progress_bar_goes_to_stderr_unless_disabled(capsys, monkeypatch):
-    monkeypatch.delenv("TQDM_DISABLE", raising=False)
-    train(small_model(), epoch_data(2), TrainConfig(max_steps=2, warmup_steps=1, progress=True))
-    captured = capsys.readouterr()
-    assert captured.out == "" and "2/2" in captured.err and "loss=" in captured.err
-    monkeypatch.setenv("TQDM_DISABLE", "1")
-    train(small_model(), epoch_data(2), TrainConfig(max_steps=2, warmup_steps=1, progress=True))
-    assert capsys.readouterr().err == ""
+def test_progress_bar_goes_to_stderr_unless_disabled():
+    """tqdm reads ``TQDM_DISABLE`` when it is imported, so each case runs in a fresh process."""
+    script = (
+        "import sys; sys.path.insert(0, 'tests'); from test_training import epoch_data, small_model\n"
+        "from transformer_lib.training import TrainConfig, train\n"
+        "train(small_model(), epoch_data(2), TrainConfig(max_steps=2, warmup_steps=1, progress=sys.argv[1] == 'on'))\n"
+    )
+
+    def run(progress: str, **env: str) -> subprocess.CompletedProcess[str]:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("TQDM_")}
+        return subprocess.run(
+            [sys.executable, "-c", script, progress], env={**clean, **env}, capture_output=True, text=True, check=True
+        )
+
+    shown = run("on")
+    assert shown.stdout == "" and "2/2" in shown.stderr and "loss=" in shown.stderr
+    assert run("on", TQDM_DISABLE="1").stderr == ""  # tqdm's own variable
+    assert run("off").stderr == ""  # TrainConfig(progress=False)
 
 
 def test_bf16_autocast_on_cpu_trains_and_fp16_on_cpu_is_refused():
@@ -472,6 +486,32 @@ def test_token_batches_cover_every_pair_once_within_the_budget_and_group_similar
     ordered = token_batches(pairs, 200, PAD, BOS, EOS, shuffle=False)
     widths = [b.tgt_in.size(1) for b in ordered]
     assert widths == sorted(widths)
+
+
+def test_batch_loader_is_a_dataloader_whose_sampler_gives_token_batches():
+    pairs = [([5] * (1 + i % 17), [6] * (1 + i % 11)) for i in range(300)]
+    loader = batch_loader(pairs, 120, PAD, BOS, EOS, seed=3)
+    assert isinstance(loader, DataLoader) and isinstance(loader.batch_sampler, TokenBudgetSampler)
+    expected = token_batches(pairs, 120, PAD, BOS, EOS, seed=3)
+    assert len(loader) == len(expected) > 1
+    for _ in range(2):  # the same batches, in the same order, every time the epoch is read
+        assert [(b.src.tolist(), b.tgt_in.tolist()) for b in loader] == [
+            (b.src.tolist(), b.tgt_in.tolist()) for b in expected
+        ]
+    indices = sorted(i for batch in TokenBudgetSampler(pairs, 120, seed=3) for i in batch)
+    assert indices == list(range(300))
+    # Reading the batches leaves the global generator (dropout's) alone: a resumed run depends on it.
+    before = torch.get_rng_state()
+    list(loader), token_batches(pairs, 120, PAD, BOS, EOS)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs CUDA")
+def test_batch_loader_pins_the_batches_for_asynchronous_copies():
+    pairs = [([5] * 3, [6] * 4)] * 10
+    batches = list(batch_loader(pairs, 40, PAD, BOS, EOS, pin_memory=True))
+    assert all(b.src.is_pinned() and b.tgt_in.is_pinned() and b.tgt_out.is_pinned() for b in batches)
+    assert not any(b.src.is_pinned() for b in batch_loader(pairs, 40, PAD, BOS, EOS))
 
 
 def test_token_batches_give_an_overlong_pair_its_own_batch():

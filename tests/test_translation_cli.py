@@ -183,12 +183,12 @@ def test_beam_translate_uses_the_beam(smoke: dict[str, Any], capsys: pytest.Capt
 
 
 def _profile_given(
-    budget: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> translation.TranslationProfile:
-    """The profile `train-translation --profile cpu BUDGET` hands to run_translation (which does not run)."""
+    flags: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> translation.TranslationConfig:
+    """The configuration `train-translation --profile cpu FLAGS` hands to run_translation (which does not run)."""
     seen: dict[str, Any] = {}
     monkeypatch.setattr(cli, "run_translation", lambda **kwargs: seen.update(kwargs) or {"task": "translation"})
-    code, _, err = _main(["train-translation", "--profile", "cpu", *budget, "--device", "cpu"], capsys)
+    code, _, err = _main(["train-translation", "--profile", "cpu", *flags, "--device", "cpu"], capsys)
     assert code == 0, err
     return seen["profile"]
 
@@ -196,20 +196,23 @@ def _profile_given(
 def test_max_steps_is_a_step_budget_that_lifts_the_time_budget(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    profile = _profile_given(["--max-steps", "7"], monkeypatch, capsys)
-    assert (profile.max_steps, profile.max_epochs, profile.time_budget_s) == (7, None, None)
+    profile = _profile_given(["--max-steps", "700"], monkeypatch, capsys)
+    assert (profile.train.max_steps, profile.train.max_epochs, profile.train.time_budget_s) == (700, None, None)
     cpu = translation.TRANSLATION_PROFILES["cpu"]
-    assert replace(profile, max_steps=cpu.max_steps, max_epochs=cpu.max_epochs, time_budget_s=cpu.time_budget_s) == cpu
+    limits = {"max_steps": 900, "max_epochs": None, "time_budget_s": 1800.0}
+    assert replace(profile, train=replace(profile.train, **limits)) == cpu, "nothing else changed"
     with pytest.raises(ValueError, match="max_steps"):
         translation.translation_profile("cpu", max_steps=0)
+    # The configuration is checked when it is built: a linear decay needs more steps than its warm-up.
+    code, _, err = _main(["train-translation", "--profile", "cpu", "--max-steps", "7", "--device", "cpu"], capsys)
+    assert code == 2 and "needs max_steps > warmup_steps; got max_steps=7, warmup_steps=300" in err
 
 
 def test_time_budget_lifts_the_step_limit_and_excludes_max_steps(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     profile = _profile_given(["--time-budget", "1800"], monkeypatch, capsys)
-    assert (profile.max_steps, profile.max_epochs, profile.time_budget_s) == (None, None, 1800.0)
-    assert profile.train_config(seed=0, progress=False).time_budget_s == 1800.0
+    assert (profile.train.max_steps, profile.train.max_epochs, profile.train.time_budget_s) == (None, None, 1800.0)
     with pytest.raises(SystemExit):
         cli.main(["train-translation", "--profile", "cpu", "--time-budget", "60", "--max-steps", "5"])
     assert "not allowed with argument" in capsys.readouterr().err
@@ -217,6 +220,36 @@ def test_time_budget_lifts_the_step_limit_and_excludes_max_steps(
         translation.translation_profile("cpu", max_steps=5, time_budget_s=60.0)
     with pytest.raises(ValueError, match="time_budget_s must be a positive number"):
         translation.translation_profile("cpu", time_budget_s=0)
+
+
+def test_set_changes_any_field_after_the_shorthand_flags(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = ["--seed", "4", "--threads", "2", "--set", "train.lr=1e-3", "--set", "model.positional=rope"]
+    profile = _profile_given([*flags, "--set", "decode.beam_size=6", "--set", "train.seed=5"], monkeypatch, capsys)
+    assert (profile.train.lr, profile.model.positional, profile.decode.beam_size) == (1e-3, "rope", 6)
+    assert profile.num_threads == 2 and profile.train.seed == 5, "--set comes after --seed"
+    cpu = translation.TRANSLATION_PROFILES["cpu"]
+    assert profile.train.warmup_steps == cpu.train.warmup_steps and profile.model.d_model == cpu.model.d_model
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("train.lrate=1", "section 'train' has no field 'lrate'; it has max_steps"),
+        ("optim.lr=1", "unknown section 'optim'"),
+        ("model.positional=alibi", "model.positional='alibi' is not one of ['sinusoidal', 'learned', 'rope']"),
+        ("train.warmup_steps=ten", "train.warmup_steps='ten' is not an int"),
+        ("model.num_heads=5", "setting 'model.num_heads=5'"),
+    ],
+)
+def test_a_bad_set_is_a_one_line_error_naming_it(
+    setting: str, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "run_translation", lambda **kwargs: pytest.fail("a bad --set must not start a run"))
+    code, out, err = _main(["train-translation", "--profile", "cpu", "--device", "cpu", "--set", setting], capsys)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "error: --set: " in err and message in err
 
 
 # ----------------------------------------------------------------------------- stop and resume
@@ -260,6 +293,9 @@ def test_a_killed_run_resumes_to_the_weights_of_the_uninterrupted_run(
     timings = {"train_seconds", "wall_seconds", "tokens_per_s", "decode_seconds_greedy", "decode_seconds_beam"}
     for key in timings | {"checkpoint"}:
         result.pop(key), expected.pop(key)
+    configs = [run.pop("config") for run in (result, expected)]
+    assert [c["train"].pop("checkpoint_path") for c in configs] == [str(folder), str(smoke["checkpoints"])]
+    assert configs[0] == configs[1], "the same configuration, but for the directory"
     assert result == expected and result["steps"] == SMOKE_STEPS  # losses, BLEU, translations, averaging
     # The saved model (the last weights or the average of the last snapshots), the last checkpoint's
     # weights, Adam's moments and every step's loss are those of the uninterrupted run.
@@ -295,7 +331,7 @@ def test_a_checkpoint_directory_is_continued_only_by_the_run_that_wrote_it(
     assert code == 2 and out == "" and "already holds the state of a run" in err and "--resume" in err
     code, out, err = _main(["train-translation", *flags, "--seed", "1", "--max-steps", "50", "--resume"], capsys)
     assert code == 2 and out == "" and "written by another run" in err
-    assert "profile.max_steps: 40 there, 50 here" in err and "seed: 0 there, 1 here" in err
+    assert "train.max_steps: 40 there, 50 here" in err and "train.seed: 0 there, 1 here" in err
     assert sorted(smoke["checkpoints"].iterdir()) == written, "refused before anything was written"
 
 
@@ -372,30 +408,23 @@ def test_tokenizer_is_trained_on_the_training_split_only(multi30k_dir: Path, mon
     monkeypatch.setattr(translation_data, "train_translation_tokenizer", spy)
     for profile in ("smoke", "cpu"):
         with pytest.raises(Stop):
-            translation.run_translation(multi30k_dir, profile=profile, device="cpu", progress=False)
+            translation.run_translation(multi30k_dir, profile=profile, device="cpu")
     train = load_multi30k(multi30k_dir, ["train"])["train"]
-    assert seen == [train[: translation.TRANSLATION_PROFILES["smoke"].train_limit], train]
+    assert seen == [train[: translation.TRANSLATION_PROFILES["smoke"].data.train_limit], train]
 
 
 def test_time_budget_ends_training(multi30k_dir: Path) -> None:
-    tiny = replace(
+    tiny = translation.apply_overrides(
         translation.TRANSLATION_PROFILES["smoke"],
-        name="tiny",
-        train_limit=400,
-        test_limit=8,
-        vocab_size=300,
-        d_model=16,
-        num_heads=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        d_ff=32,
-        max_steps=100_000,
-        time_budget_s=1.5,
-        eval_every=10_000,  # only the final evaluation
-        average_last=1,
-        beam_size=2,
-    )
-    result = translation.run_translation(multi30k_dir, profile=tiny, device="cpu", seed=1, progress=False)
+        [
+            "name=tiny", "average_last=1", "data.train_limit=400", "data.test_limit=8", "data.vocab_size=300",
+            "model.d_model=16", "model.num_heads=2", "model.num_encoder_layers=1", "model.num_decoder_layers=1",
+            "model.d_ff=32", "train.max_steps=100000", "train.time_budget_s=1.5", "train.seed=1",
+            "train.eval_every=10000",  # only the final evaluation
+            "train.progress=false", "decode.beam_size=2",
+        ],
+    )  # fmt: skip
+    result = translation.run_translation(multi30k_dir, profile=tiny, device="cpu")
     assert result["stop_reason"] == "time_budget"
     assert 1.0 <= result["train_seconds"] < 8.0
     assert result["steps"] < 100_000 and result["test_pairs"] == 8

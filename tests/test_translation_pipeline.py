@@ -8,7 +8,6 @@ two. Nothing here downloads.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,7 @@ from transformer_lib import (
 from transformer_lib.cli import load_translation_checkpoint
 from transformer_lib.data.multi30k import load_multi30k
 from transformer_lib.data.tokenizer import train_translation_tokenizer
-from transformer_lib.tasks.translation import TRANSLATION_PROFILES, Checkpointing, ResumeError, encode_pairs
+from transformer_lib.tasks.translation import TRANSLATION_PROFILES, ResumeError, apply_overrides, encode_pairs
 from transformer_lib.tasks.translation import train as translation_training
 from transformer_lib.tasks.translation.checkpoints import RunDirectory
 from transformer_lib.training import state as training_state
@@ -39,35 +38,26 @@ from transformer_lib.training import state as training_state
 SEED = 3
 
 # Smaller than the smoke profile: no time budget (so two runs with one seed are identical), an
-# evaluation every 8 steps, and the last 3 snapshots averaged.
-TINY = replace(
+# evaluation every 8 steps, and the last 3 snapshots averaged; set as a user would, by dotted names.
+TINY = apply_overrides(
     TRANSLATION_PROFILES["smoke"],
-    name="tiny",
-    train_limit=400,
-    test_limit=12,
-    vocab_size=300,
-    d_model=16,
-    num_heads=2,
-    num_encoder_layers=1,
-    num_decoder_layers=1,
-    d_ff=32,
-    max_tokens=600,
-    lr=3e-3,
-    warmup_steps=10,
-    max_steps=24,
-    time_budget_s=None,
-    eval_every=8,
-    average_last=3,
-    beam_size=2,
-    num_threads=1,
-)
+    [
+        "name=tiny", "average_last=3", "num_threads=1",
+        "data.train_limit=400", "data.test_limit=12", "data.vocab_size=300", "data.max_tokens=600",
+        "model.d_model=16", "model.num_heads=2", "model.num_encoder_layers=1", "model.num_decoder_layers=1",
+        "model.d_ff=32",
+        "train.lr=3e-3", "train.warmup_steps=10", "train.max_steps=24", "train.time_budget_s=None",
+        "train.eval_every=8", f"train.seed={SEED}", "train.progress=false",
+        "decode.beam_size=2",
+    ],
+)  # fmt: skip
 # Keys of the summary that measure time (they differ between two identical runs).
 TIMINGS = {"train_seconds", "wall_seconds", "tokens_per_s", "decode_seconds_greedy", "decode_seconds_beam"}
 
 
 @pytest.fixture(scope="module")
 def run(multi30k_dir: Path) -> TranslationRun:
-    return train_translation(multi30k_dir, profile=TINY, device="cpu", seed=SEED, progress=False)
+    return train_translation(multi30k_dir, profile=TINY, device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +68,7 @@ def evaluation(run: TranslationRun) -> TranslationEvaluation:
 def _batches(run: TranslationRun, pairs: list[tuple[str, str]], **kwargs: object) -> list:
     tok = run.tokenizer
     ids = encode_pairs(tok, pairs)
-    return token_batches(ids, run.profile.max_tokens, tok.pad_id, tok.bos_id, tok.eos_id, **kwargs)
+    return token_batches(ids, run.profile.data.max_tokens, tok.pad_id, tok.bos_id, tok.eos_id, **kwargs)
 
 
 # ----------------------------------------------------------------------------- train_translation
@@ -94,8 +84,8 @@ def test_run_holds_the_profiles_data_slices(run: TranslationRun, multi30k_dir: P
 
 
 def test_run_history_and_throughput_describe_the_training(run: TranslationRun) -> None:
-    assert run.steps == len(run.history) == TINY.max_steps and run.stop_reason == "max_steps"
-    assert [row["step"] for row in run.history] == list(range(1, TINY.max_steps + 1))
+    assert run.steps == len(run.history) == TINY.train.max_steps and run.stop_reason == "max_steps"
+    assert [row["step"] for row in run.history] == list(range(1, TINY.train.max_steps + 1))
     assert [row["step"] for row in run.val_history] == [8, 16, 24]
     assert run.steps_per_epoch == len(_batches(run, run.train_pairs, shuffle=True, seed=0))
     assert math.isclose(run.epochs, run.steps / run.steps_per_epoch)
@@ -137,9 +127,9 @@ def test_training_uses_the_threads_asked_for_then_restores_them(
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        short = replace(TINY, max_steps=2, eval_every=None)
+        short = apply_overrides(TINY, ["train.max_steps=2", "train.eval_every=None"])
         path = tmp_path / "trained.safetensors"
-        done = train_translation(multi30k_dir, profile=short, device="cpu", progress=False, threads=1, save=path)
+        done = train_translation(multi30k_dir, profile=short, device="cpu", save=path)  # num_threads=1
         assert seen == [1] and done.threads == 1
         assert torch.get_num_threads() == 2, "the thread setting is restored after training"
     finally:
@@ -173,17 +163,15 @@ def test_a_run_stopped_while_checkpointing_resumes_to_the_uninterrupted_run(
             raise _Stopped  # after the training state of step 20, before its model
         return save_model(model, path, **metadata)  # type: ignore[arg-type]
 
-    every = Checkpointing(tmp_path / "run", every=4)
+    every = apply_overrides(TINY, [f"train.checkpoint_path={tmp_path / 'run'}", "train.checkpoint_every=4"])
     with monkeypatch.context() as patch:
         patch.setattr(training_state, "save_checkpoint", save_or_stop)
         with pytest.raises(_Stopped):
-            train_translation(multi30k_dir, TINY, "cpu", SEED, progress=False, checkpoints=every)
-    snapshots = sorted(every.directory.glob("snapshot-*"))
+            train_translation(multi30k_dir, every, "cpu")
+    snapshots = sorted((tmp_path / "run").glob("snapshot-*"))
     assert [p.name for p in snapshots] == ["snapshot-0001.safetensors", "snapshot-0002.safetensors"]
     written = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in snapshots]
-    resumed = train_translation(
-        multi30k_dir, TINY, "cpu", SEED, progress=False, checkpoints=replace(every, resume=True)
-    )
+    resumed = train_translation(multi30k_dir, every, "cpu", resume=True)
     assert resumed.resumed_from_step == 16 and run.resumed_from_step == 0
     # Steps 8 and 16 were not evaluated again (a run started from scratch would have written these anew).
     assert [(p.stat().st_ino, p.stat().st_mtime_ns) if p.exists() else None for p in snapshots] == written
@@ -197,16 +185,15 @@ def test_a_run_stopped_while_checkpointing_resumes_to_the_uninterrupted_run(
 
 
 def test_run_directory_checks_its_arguments_and_the_tokenizer(run: TranslationRun, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="every"):
-        Checkpointing(tmp_path, every=0)
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        apply_overrides(TINY, ["train.checkpoint_every=0"])
     with pytest.raises(TypeError, match="resume must be True or False"):
-        Checkpointing(tmp_path, resume="yes")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="directory must be a path"):
-        Checkpointing(3)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="checkpoints must be a Checkpointing"):
-        train_translation(tmp_path / "no-data", TINY, "cpu", checkpoints=str(tmp_path))  # type: ignore[arg-type]
+        train_translation(tmp_path / "no-data", TINY, "cpu", resume="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="resume=True needs train.checkpoint_path"):
+        train_translation(tmp_path / "no-data", TINY, "cpu", resume=True)
     # A resumed run whose tokenizer differs was given other data: its state would not fit them.
-    directory = RunDirectory(Checkpointing(tmp_path / "run"), TINY, SEED, world=1)
+    in_run = apply_overrides(TINY, [f"train.checkpoint_path={tmp_path / 'run'}"])
+    directory = RunDirectory(in_run, resume=False, world=1)
     directory.resume_metadata = {"tokenizer": run.tokenizer.to_json_str()}
     directory.check_tokenizer(run.tokenizer)
     other = train_translation_tokenizer(run.train_pairs[:100], vocab_size=300)
@@ -220,13 +207,13 @@ def test_run_directory_checks_its_arguments_and_the_tokenizer(run: TranslationRu
 def test_evaluation_scores_the_translations_it_returns(run: TranslationRun, evaluation: TranslationEvaluation) -> None:
     assert evaluation.sources == [de for de, _ in run.test_pairs]
     assert evaluation.references == [en for _, en in run.test_pairs]
-    limits = dict(max_len_a=TINY.max_len_a, max_len_b=TINY.max_len_b)
+    limits = dict(max_len_a=TINY.decode.max_len_a, max_len_b=TINY.decode.max_len_b)
     assert evaluation.greedy == translate(run.model, run.tokenizer, evaluation.sources, beam_size=1, **limits)
     assert evaluation.beam == translate(
-        run.model, run.tokenizer, evaluation.sources, beam_size=2, length_penalty=TINY.length_penalty, **limits
+        run.model, run.tokenizer, evaluation.sources, beam_size=2, length_penalty=TINY.decode.length_penalty, **limits
     )
-    assert evaluation.bleu_greedy == corpus_bleu(evaluation.greedy, evaluation.references)
-    assert evaluation.bleu_beam == corpus_bleu(evaluation.beam, evaluation.references)
+    assert vars(evaluation.bleu_greedy) == vars(corpus_bleu(evaluation.greedy, evaluation.references))
+    assert vars(evaluation.bleu_beam) == vars(corpus_bleu(evaluation.beam, evaluation.references))
     assert evaluation.signature.startswith("nrefs:1|") and "tok:13a" in evaluation.signature
     assert evaluation.beam_size == 2 and evaluation.threads == 1
     summary = evaluation.summary()
@@ -272,9 +259,8 @@ def test_evaluate_translation_needs_a_run() -> None:
     [
         ({"profile": 42}, TypeError, "profile must be"),
         ({"profile": "huge"}, ValueError, "profile='huge'"),
-        ({"seed": "0"}, TypeError, "seed must be an int"),
-        ({"threads": 0}, ValueError, "threads"),
         ({"device": "tpu"}, ValueError, "device='tpu'"),
+        ({"resume": 1}, TypeError, "resume must be True or False"),
     ],
 )
 def test_train_translation_rejects_bad_arguments_before_loading_data(
@@ -293,7 +279,7 @@ def test_run_translation_is_train_then_evaluate_then_summary(
     multi30k_dir: Path, run: TranslationRun, evaluation: TranslationEvaluation, tmp_path: Path
 ) -> None:
     path = tmp_path / "run.safetensors"
-    result = run_translation(multi30k_dir, profile=TINY, device="cpu", seed=SEED, save=path, progress=False)
+    result = run_translation(multi30k_dir, profile=TINY, device="cpu", save=path)
     pieces = translation_summary(run, evaluation)
     assert list(result) == [*pieces, "checkpoint"], "the same keys, in the same order"
     assert {k: v for k, v in result.items() if k not in TIMINGS | {"checkpoint"}} == {

@@ -15,7 +15,9 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -53,11 +55,11 @@ from transformer_lib.nn.positional import (
     RotaryEmbedding,
     rotary_tables,
 )
-from transformer_lib.tasks.translation import translation_profile
+from transformer_lib.tasks.translation import apply_overrides, translation_profile
 
 F64 = torch.float64
 PAD, BOS, EOS = 0, 1, 2
-SRC_VOCAB, TGT_VOCAB = 11, 13
+SRC_VOCAB, TGT_VOCAB = 11, 13  # the tiny config's (tests/conftest.py)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -68,20 +70,10 @@ def ids(batch: int, length: int, vocab: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(3, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
 
 
-def config(**overrides) -> TransformerConfig:
-    base = dict(
-        src_vocab_size=SRC_VOCAB,
-        tgt_vocab_size=TGT_VOCAB,
-        d_model=16,
-        num_heads=4,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        d_ff=24,
-        dropout=0.0,
-        max_len=32,
-        pad_id=PAD,
-    )
-    return TransformerConfig(**{**base, **overrides})
+@pytest.fixture
+def config(tiny_config: Callable[..., TransformerConfig]) -> Callable[..., TransformerConfig]:
+    """The tiny config with four heads, so that grouped-query attention has heads to group."""
+    return partial(tiny_config, num_heads=4)
 
 
 def model_of(cfg: TransformerConfig, seed: int = 0, dtype: torch.dtype = F64) -> Transformer:
@@ -92,8 +84,8 @@ def model_of(cfg: TransformerConfig, seed: int = 0, dtype: torch.dtype = F64) ->
 # ---------------------------------------------------------------------------------------------
 # the configuration: defaults, validation, old checkpoints
 # ---------------------------------------------------------------------------------------------
-def test_defaults_build_the_paper_model() -> None:
-    cfg = TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=16, num_heads=4, d_ff=32)
+def test_defaults_build_the_paper_model(config) -> None:
+    cfg = config()
     assert (cfg.positional, cfg.norm, cfg.activation, cfg.num_kv_heads, cfg.norm_first) == (
         "sinusoidal",
         "layernorm",
@@ -112,7 +104,7 @@ def test_defaults_build_the_paper_model() -> None:
             assert m.linear3 is None and m.activation is F.relu
 
 
-def test_new_fields_build_the_same_model_when_given_their_defaults() -> None:
+def test_new_fields_build_the_same_model_when_given_their_defaults(config) -> None:
     """Spelling out the defaults (num_kv_heads=num_heads included) gives the same weights and logits."""
     plain = model_of(config())
     explicit = model_of(config(positional="sinusoidal", norm="layernorm", activation="relu", num_kv_heads=4))
@@ -122,7 +114,7 @@ def test_new_fields_build_the_same_model_when_given_their_defaults() -> None:
     assert torch.equal(plain(src, tgt), explicit(src, tgt))
 
 
-def test_checkpoint_written_before_the_variant_fields_still_loads(tmp_path) -> None:
+def test_checkpoint_written_before_the_variant_fields_still_loads(tmp_path, config) -> None:
     model = model_of(config(norm_first=True), dtype=torch.float32)
     old_config = {k: v for k, v in model.config.to_dict().items() if k not in ("positional", "norm", "num_kv_heads")}
     path = tmp_path / "old.safetensors"
@@ -150,12 +142,12 @@ def test_checkpoint_written_before_the_variant_fields_still_loads(tmp_path) -> N
         ({"pad_id": 0.0}, TypeError, r"pad_id must be an int"),
     ],
 )
-def test_bad_variant_fields_raise_clear_errors(overrides: dict, error: type, message: str) -> None:
+def test_bad_variant_fields_raise_clear_errors(overrides: dict, error: type, message: str, config) -> None:
     with pytest.raises(error, match=message):
         config(**overrides)
 
 
-def test_odd_d_model_is_allowed_without_the_sinusoidal_table() -> None:
+def test_odd_d_model_is_allowed_without_the_sinusoidal_table(config) -> None:
     with pytest.raises(ValueError, match="d_model=9 must be even"):
         config(d_model=9, num_heads=3)
     assert Transformer(config(d_model=9, num_heads=3, positional="learned")).config.d_model == 9
@@ -215,8 +207,8 @@ def test_rope_attention_weights_equal_the_formula() -> None:
     assert_close(weights, expected)
 
 
-def test_rope_goes_to_self_attention_only_and_is_shared() -> None:
-    model = Transformer(config(positional="rope"))
+def test_rope_goes_to_self_attention_only_and_is_shared(config) -> None:
+    model = Transformer(config(positional="rope", max_len=32))
     assert type(model.positional) is NoPositionalEncoding
     self_attn = [layer.self_attn for layer in [*model.encoder.layers, *model.decoder.layers]]
     assert all(m.rotary is self_attn[0].rotary is not None for m in self_attn)
@@ -249,7 +241,7 @@ def test_learned_positions_are_distinct_rows_that_learn() -> None:
         pe(torch.zeros(1, 5, 8), offset=8)
 
 
-def test_learned_positions_train_inside_the_model() -> None:
+def test_learned_positions_train_inside_the_model(config) -> None:
     model = model_of(config(positional="learned"), dtype=torch.float32).train()
     assert isinstance(model.positional, LearnedPositionalEmbedding)
     before = model.positional.embedding.weight.detach().clone()
@@ -432,7 +424,7 @@ def expected_parameters(c: TransformerConfig) -> int:
 
 
 @pytest.mark.parametrize("variant", COMBINATIONS, ids=combo_id)
-def test_every_variant_combination_keeps_the_model_properties(variant: dict, tmp_path) -> None:
+def test_every_variant_combination_keeps_the_model_properties(variant: dict, tmp_path, config) -> None:
     cfg = config(**variant)
     model = model_of(cfg)
     src, tgt = ids(3, 6, SRC_VOCAB), ids(3, 5, TGT_VOCAB, seed=1)
@@ -483,9 +475,8 @@ def test_every_variant_combination_keeps_the_model_properties(variant: dict, tmp
 # ---------------------------------------------------------------------------------------------
 # the translation profiles pass the variant fields on
 # ---------------------------------------------------------------------------------------------
-def test_translation_profile_model_overrides() -> None:
+def test_translation_variants_are_set_on_the_models_section() -> None:
     smoke = translation_profile("smoke")
-    assert smoke.model_overrides is None
     plain = smoke.model_config(100)
     assert (plain.positional, plain.norm, plain.activation, plain.num_kv_heads) == (
         "sinusoidal",
@@ -493,14 +484,14 @@ def test_translation_profile_model_overrides() -> None:
         "relu",
         None,
     )
-    changed = replace(smoke, model_overrides={"positional": "rope", "num_kv_heads": 2, "d_ff": 85})
+    changed = apply_overrides(smoke, ["model.positional=rope", "model.num_kv_heads=2", "model.d_ff=85"])
     config = changed.model_config(100)
     assert config == replace(plain, positional="rope", num_kv_heads=2, d_ff=85)
-    json.dumps(asdict(changed))  # the run summary stores the profile as JSON
-    with pytest.raises(ValueError, match=r"unknown TransformerConfig fields \['heads'\]"):
-        replace(smoke, model_overrides={"heads": 2}).model_config(100)
+    json.dumps(asdict(changed))  # the run summary stores the configuration as JSON
+    with pytest.raises(ValueError, match="section 'model' has no field 'heads'"):
+        apply_overrides(smoke, ["model.heads=2"])
     with pytest.raises(ValueError, match="num_kv_heads=3 must divide num_heads=4"):
-        replace(smoke, model_overrides={"num_kv_heads": 3}).model_config(100)
+        apply_overrides(smoke, ["model.num_kv_heads=3"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -578,7 +569,7 @@ def test_stored_cpu_comparison_is_current_shares_one_budget_and_is_quoted(bench)
         name = row["variant"]
         assert row["overrides"] == expected[name], name
         assert detail["steps"] == run["translation_steps"] and detail["stop_reason"] == "max_steps", name
-        model = Transformer(replace(profile, model_overrides=row["overrides"] or None).model_config(profile.vocab_size))
+        model = Transformer(replace(profile.model, **row["overrides"]))
         assert detail["params"] == row["params"] == model.num_parameters(), name
         assert (row["mean_bleu"], row["mean_bleu_beam"]) == (detail["bleu"], detail["bleu_beam"])
         assert 0 < detail["bleu"] < 100 and 0 < detail["bleu_beam"] < 100

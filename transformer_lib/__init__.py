@@ -9,7 +9,7 @@ from .config import TransformerConfig
 from .data.batching import Batch, make_batch, token_batches
 from .data.multi30k import ChecksumError, DownloadError, Multi30kError, load_multi30k, load_split
 from .data.tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
-from .decoding import beam_search, greedy_decode, length_penalty_factor, sequence_log_prob
+from .decoding import DecodeConfig, beam_search, greedy_decode, length_penalty_factor, sequence_log_prob
 from .model import Transformer
 from .nn.attention import scaled_dot_product_attention
 from .nn.embedding import TokenEmbedding
@@ -19,12 +19,12 @@ from .nn.masks import causal_mask, padding_mask, target_mask
 from .nn.multihead import KVCache, MultiHeadAttention
 from .nn.norms import LayerNorm, RMSNorm
 from .nn.positional import PositionalEncoding, sinusoidal_table
-from .tasks.bleu import BleuScore, corpus_bleu
+from .tasks.bleu import bleu_signature, corpus_bleu
 from .tasks.copy import CopyTaskSettings, copy_exact_match, run_copy_task
 from .tasks.translation import (
     TRANSLATION_PROFILES,
+    TranslationConfig,
     TranslationEvaluation,
-    TranslationProfile,
     TranslationRun,
     evaluate_translation,
     run_translation,
@@ -39,66 +39,17 @@ from .training.schedule import noam_rate, noam_schedule
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BleuScore",
-    "corpus_bleu",
-    "ChecksumError",
-    "DownloadError",
-    "Multi30kError",
-    "load_multi30k",
-    "load_split",
-    "BPETokenizer",
-    "train_bpe_tokenizer",
-    "train_translation_tokenizer",
-    "TRANSLATION_PROFILES",
-    "TranslationProfile",
-    "TranslationRun",
-    "TranslationEvaluation",
-    "train_translation",
-    "evaluate_translation",
-    "translation_summary",
-    "save_translation",
-    "run_translation",
-    "translate",
-    "translation_profile",
-    "Decoder",
-    "DecoderLayer",
-    "Encoder",
-    "EncoderLayer",
-    "FeedForward",
-    "KVCache",
-    "LayerNorm",
-    "LayerSpec",
-    "MultiHeadAttention",
-    "PositionalEncoding",
-    "RMSNorm",
-    "TokenEmbedding",
-    "Transformer",
-    "TransformerConfig",
-    "causal_mask",
-    "load_checkpoint",
-    "noam_rate",
-    "noam_schedule",
-    "padding_mask",
-    "read_checkpoint_header",
-    "save_checkpoint",
-    "scaled_dot_product_attention",
-    "sinusoidal_table",
-    "target_mask",
-    "Batch",
-    "make_batch",
-    "token_batches",
-    "TrainConfig",
-    "TrainResult",
-    "train",
-    "sequence_loss",
-    "evaluate_loss",
-    "train_state_path",
-    "greedy_decode",
-    "beam_search",
-    "sequence_log_prob",
-    "length_penalty_factor",
-    "CopyTaskSettings",
-    "run_copy_task",
-    "copy_exact_match",
-]
+# The public names, by layer, in the order of api.md.
+__all__ = ["TokenEmbedding", "PositionalEncoding", "sinusoidal_table", "scaled_dot_product_attention"]
+__all__ += ["causal_mask", "padding_mask", "target_mask", "KVCache", "MultiHeadAttention", "LayerNorm", "RMSNorm"]
+__all__ += ["FeedForward", "LayerSpec", "Encoder", "EncoderLayer", "Decoder", "DecoderLayer"]
+__all__ += ["TransformerConfig", "Transformer", "load_checkpoint", "read_checkpoint_header", "save_checkpoint"]
+__all__ += ["Batch", "make_batch", "token_batches", "ChecksumError", "DownloadError", "Multi30kError"]
+__all__ += ["load_multi30k", "load_split", "BPETokenizer", "train_bpe_tokenizer", "train_translation_tokenizer"]
+__all__ += ["TrainConfig", "TrainResult", "train", "sequence_loss", "evaluate_loss", "train_state_path"]
+__all__ += ["noam_rate", "noam_schedule"]
+__all__ += ["DecodeConfig", "greedy_decode", "beam_search", "sequence_log_prob", "length_penalty_factor"]
+__all__ += ["CopyTaskSettings", "run_copy_task", "copy_exact_match", "bleu_signature", "corpus_bleu"]
+__all__ += ["TRANSLATION_PROFILES", "TranslationConfig", "TranslationRun", "TranslationEvaluation", "translate"]
+__all__ += ["train_translation", "evaluate_translation", "translation_summary", "save_translation"]
+__all__ += ["run_translation", "translation_profile"]

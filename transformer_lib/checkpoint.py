@@ -1,8 +1,6 @@
-"""Checkpoints: weights in safetensors, configuration and metadata as JSON in the same file.
+"""Checkpoints: weights in safetensors, configuration and metadata as JSON in the same file, written atomically.
 
 Loading never unpickles anything, so a checkpoint from an untrusted source cannot run code.
-Files are written to a temporary name in the same folder and renamed into place, so a crash
-never leaves a half-written checkpoint under the real name.
 """
 
 from __future__ import annotations
@@ -24,10 +22,7 @@ FORMAT = "transformer_lib.checkpoint.v1"
 
 
 def save_checkpoint(model: Transformer, path: str | os.PathLike[str], **metadata: Any) -> Path:
-    """Write ``model`` (weights, config) and JSON-serialisable ``metadata`` to ``path`` atomically.
-
-    Returns the path written. Tied weights are stored once.
-    """
+    """Write ``model`` (weights, config) and JSON-serialisable ``metadata`` to ``path``; tied weights stored once."""
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
     try:
@@ -62,8 +57,7 @@ def load_checkpoint(
 ) -> tuple[Transformer, dict[str, Any]]:
     """Rebuild the model saved by :func:`~.save_checkpoint`; return ``(model, metadata)``.
 
-    Raises ``ValueError`` naming the file if it is truncated, corrupted, or its weights do not
-    match its config.
+    A truncated or corrupted file, or weights that do not match the config, raise ``ValueError``.
     """
     config, metadata = read_checkpoint_header(path)
     model = Transformer(config)

@@ -37,29 +37,21 @@ class TransformerConfig:
     """Every hyper-parameter of :class:`~.Transformer`.
 
     Defaults are the paper's base model (Vaswani et al., 2017, table 3: about 65M parameters with a
-    37,000-token shared vocabulary), the variants' included, so old checkpoints, whose stored config
-    lacks the variant fields, load unchanged. Each field is checked when the config is built.
+    37,000-token shared vocabulary) and, for the variants, the paper's choices, so old checkpoints,
+    whose stored config lacks the variant fields, load unchanged. Each field is checked when built.
 
     Attributes:
-        src_vocab_size, tgt_vocab_size: vocabulary sizes.
-        d_model, num_heads, d_ff: widths; ``d_model`` must be divisible by ``num_heads`` (and even
-            for the sinusoidal table). ``d_ff`` is the feed-forward hidden width for every activation.
-        num_encoder_layers, num_decoder_layers: depth of each stack.
+        d_ff: the feed-forward hidden width, for every activation (see :class:`~.FeedForward`).
         dropout: residual and embedding dropout (the paper: 0.1).
         max_len: longest sequence the positional encoding accepts.
         norm_first: ``False`` Post-LN (the paper), ``True`` Pre-LN.
         tie_embeddings: share the target embedding with the output projection.
         pad_id: the padding token id, used to build masks when none are given.
         share_embeddings: also share the source embedding (needs a joint vocabulary).
-        activation: feed-forward activation, ``"relu"`` (the paper), ``"gelu"`` or ``"swiglu"``
-            (a gated unit with a third matrix; see :class:`~.FeedForward`).
-        attention_dropout: dropout on attention weights (not in the paper; default 0).
-        positional: ``"sinusoidal"`` (the paper's fixed table, added to the embeddings), ``"learned"``
-            (a trained table of ``max_len`` rows, added the same way) or ``"rope"`` (queries and keys of
-            every self-attention rotated by their positions; needs an even head width).
-        norm: ``"layernorm"`` (the paper) or ``"rmsnorm"`` (no centring, no bias).
-        num_kv_heads: key/value heads of every attention (grouped-query attention); ``None`` means
-            ``num_heads`` (plain multi-head attention). Must divide ``num_heads``.
+        attention_dropout: dropout on attention weights (not in the paper).
+        positional: ``"sinusoidal"`` (the paper's fixed table), ``"learned"`` (a trained table) or
+            ``"rope"`` (queries and keys of every self-attention rotated; needs an even head width).
+        num_kv_heads: key/value heads of every attention (grouped-query attention); ``None``: ``num_heads``.
     """
 
     src_vocab_size: int
@@ -109,12 +101,12 @@ class TransformerConfig:
             )
 
     def layer_spec(self) -> LayerSpec:
-        """What every encoder and decoder layer of this model shares: its fields of :class:`~.LayerSpec`'s names."""
+        """What every encoder and decoder layer of this model shares (:class:`~.LayerSpec`)."""
         return LayerSpec(**{f.name: getattr(self, f.name) for f in fields(LayerSpec)})
 
     @property
     def kv_heads(self) -> int:
-        """The number of key/value heads of every attention (``num_kv_heads``, or ``num_heads`` when it is ``None``)."""
+        """The number of key/value heads of every attention (``num_heads`` when ``num_kv_heads`` is ``None``)."""
         return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,11 +115,7 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TransformerConfig:
-        """Build from a dict, refusing unknown keys with a clear error.
-
-        Fields missing from ``values`` take their defaults, so a dict saved before a field existed
-        (an old checkpoint) builds the model it described.
-        """
+        """Build from a dict, refusing unknown keys; missing ones (an old checkpoint's) take their defaults."""
         if not isinstance(values, dict):
             raise TypeError(f"values must be a dict of TransformerConfig fields, got {type(values).__name__}")
         known = {f.name for f in fields(cls)}

@@ -1,35 +1,57 @@
 """Decoding (解码): greedy search and beam search, with or without the key/value cache.
 
-Both functions produce rows in the same format::
-
-    bos  y_1  y_2 ... y_n  eos  pad  pad ...
-
-Every row starts with ``bos_id``; after a row's ``eos_id`` the rest of the row is the model's
-``pad_id``; a row that never produced ``eos_id`` within ``max_len`` tokens is cut there. The
-padding id is never generated (its logit is masked before the softmax), so a padded output row
-is unambiguous.
-
-With ``use_cache=True`` (the default) the decoder runs **incrementally**: each step feeds only
-the newest token, the self-attention keys and values of earlier positions come from a growing
-:class:`~.KVCache`, and the cross-attention keys and values of the
-encoder output are computed once (a static cache). With ``use_cache=False`` each step re-runs the
-decoder over the whole prefix. Both give the same tokens (tested); the cache makes a step cost
-``O(t)`` instead of ``O(t^2)`` attention and avoids recomputing every earlier position.
-
-Both functions switch the model to eval mode (no dropout) while they run and restore its mode.
+Both return rows ``bos y_1 .. y_n eos pad pad ...``: after a row's ``eos_id`` the rest is the
+model's ``pad_id``, and a row that never produced ``eos_id`` is cut at ``max_len``. The padding id
+is never generated (its logit is masked), so a padded row is unambiguous. With ``use_cache=True``
+(the default) each step feeds only the newest token, earlier self-attention keys and values come
+from a :class:`~.KVCache` and the cross-attention ones are computed once; with ``use_cache=False``
+each step re-runs the decoder over the whole prefix (the same tokens, tested, at ``O(t^2)``
+attention per step instead of ``O(t)``). Both run the model in eval mode and restore its mode.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from .eval_mode import eval_mode
 from .nn.masks import causal_mask, padding_mask
 from .validation import check_positive_int, check_token_ids
 
-__all__ = ["beam_search", "greedy_decode", "length_penalty_factor", "sequence_log_prob"]
+__all__ = ["DecodeConfig", "beam_search", "greedy_decode", "length_penalty_factor", "sequence_log_prob"]
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How a translation run decodes; the defaults are those of every decoding function.
+
+    Attributes:
+        beam_size: beams per sentence when scoring with beam search (1: greedy).
+        length_penalty: GNMT's ``alpha`` (0.6 in the Transformer paper, section 6.1).
+        max_len_a, max_len_b: a translation is cut at ``max_len_a * source_tokens + max_len_b`` tokens.
+        batch_size: sentences translated at once.
+    """
+
+    beam_size: int = 4
+    length_penalty: float = 0.6
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    batch_size: int = 128
+
+    def __post_init__(self) -> None:
+        for name in ("beam_size", "batch_size"):
+            check_positive_int(name, getattr(self, name))
+        for name in ("length_penalty", "max_len_a", "max_len_b"):
+            _check_non_negative(name, getattr(self, name))
+
+
+def _check_non_negative(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
 
 
 def length_penalty_factor(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -43,13 +65,11 @@ def length_penalty_factor(length: int | Tensor, alpha: float) -> float | Tensor:
 
 
 def _check_decode_args(model: Any, src: Tensor, max_len: int, bos_id: int, eos_id: int) -> tuple[torch.device, int]:
-    if not isinstance(src, Tensor) or src.dim() != 2:
+    if not isinstance(src, Tensor) or src.dim() != 2 or 0 in src.shape:
         got = tuple(src.shape) if isinstance(src, Tensor) else type(src).__name__
-        raise ValueError(f"src must be a (B, S) tensor of token ids, got {got}")
+        raise ValueError(f"src must be a (B, S) tensor of token ids with B, S > 0, got {got}")
     if src.dtype != torch.long:
         raise TypeError(f"src must hold torch.long token ids, got dtype {src.dtype}")
-    if src.size(0) == 0 or src.size(1) == 0:
-        raise ValueError(f"src must have at least one row and one column, got shape {tuple(src.shape)}")
     # The ids' range, checked here once per call: the model's forward pass reads no values back.
     src_vocab = getattr(model.config, "src_vocab_size", None)
     if src_vocab is not None:
@@ -64,9 +84,7 @@ def _check_decode_args(model: Any, src: Tensor, max_len: int, bos_id: int, eos_i
             raise ValueError(f"{name}={value} is not a valid id of the target vocabulary (size {vocab})")
         if value == pad_id:
             raise ValueError(f"{name}={value} equals the model's pad_id={pad_id}; they must differ")
-    params = list(model.parameters()) + list(model.buffers())
-    device = params[0].device if params else src.device
-    return device, pad_id
+    return next(chain(model.parameters(), model.buffers()), src).device, pad_id
 
 
 def _next_log_probs(model: Any, tokens: Tensor, memory: Tensor, src_mask: Tensor, cache: Any, pad_id: int) -> Tensor:
@@ -85,23 +103,6 @@ def _next_log_probs(model: Any, tokens: Tensor, memory: Tensor, src_mask: Tensor
     return torch.log_softmax(logits, dim=-1)
 
 
-class _EvalMode:
-    """Context manager: eval mode and no autograd inside, the model's previous mode restored after."""
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self.was_training = bool(getattr(model, "training", False))
-        self.no_grad = torch.no_grad()
-
-    def __enter__(self) -> None:
-        self.model.eval()
-        self.no_grad.__enter__()
-
-    def __exit__(self, *exc: object) -> None:
-        self.no_grad.__exit__(*exc)
-        self.model.train(self.was_training)
-
-
 def greedy_decode(
     model: Any,
     src: Tensor,
@@ -114,16 +115,10 @@ def greedy_decode(
     """Decode a batch by taking the most probable token at every step (贪心解码).
 
     Args:
-        model: a :class:`~.Transformer` (anything with ``encode``, ``decode``,
-            ``new_cache`` and ``config.pad_id`` works).
-        src: source ids; padding (the model's ``pad_id``) is masked.
-        max_len: longest output row, ``bos`` included (so at most ``max_len - 1`` new tokens).
-        bos_id, eos_id: start and end ids of the target vocabulary.
-        use_cache: decode incrementally with the key/value cache (``False``: re-run the prefix).
-        return_scores: also return each row's log-probability ``sum_t log p(y_t | y_<t, x)``
-            over its generated tokens (``eos`` included, padding excluded).
-
-    Decoding stops as soon as every row has produced ``eos_id`` (or at ``max_len``).
+        model: a :class:`~.Transformer` (anything with ``encode``, ``decode``, ``new_cache`` and ``config.pad_id``).
+        max_len: longest output row, ``bos`` included; decoding stops once every row has produced ``eos_id``.
+        return_scores: also return each row's ``sum_t log p(y_t | y_<t, x)`` over its generated
+            tokens (``eos`` included, padding excluded).
 
     Shape:
         src: ``(B, S)``; output: ``(B, L)`` with ``L <= max_len``; scores: ``(B,)`` float32.
@@ -131,7 +126,7 @@ def greedy_decode(
     device, pad_id = _check_decode_args(model, src, max_len, bos_id, eos_id)
     src = src.to(device)
     batch = src.size(0)
-    with _EvalMode(model):
+    with eval_mode(model):
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, d_model)
         cache = model.new_cache() if use_cache else None
@@ -157,42 +152,33 @@ def beam_search(
     max_len: int,
     bos_id: int,
     eos_id: int,
-    length_penalty: float = 0.6,
+    length_penalty: float = DecodeConfig.length_penalty,
     use_cache: bool = True,
     return_scores: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Batched beam search (束搜索) with GNMT's length penalty and early stopping per row.
 
     Each row keeps ``beam_size`` live hypotheses (beams). At every step each beam is extended by
-    every token, the ``2 * beam_size`` best extensions (by summed log-probability) are examined in
-    order: an extension ending in ``eos_id`` among the first ``beam_size`` becomes a finished
-    hypothesis, scored ``log P / lp(len)`` with :func:`~.length_penalty_factor`; the first
-    ``beam_size`` others become the next beams. A row is done as soon as it has ``beam_size``
-    finished hypotheses (early stopping); all stop when every row is done or at ``max_len``,
-    where the live beams of unfinished rows compete as they are. The best-scoring hypothesis of
-    each row is returned.
+    every token and the ``2 * beam_size`` best extensions (by summed log-probability) are examined
+    in order: one ending in ``eos_id`` among the first ``beam_size`` becomes a finished hypothesis,
+    scored ``log P / lp(len)`` (:func:`~.length_penalty_factor` of ``length_penalty``); the first ``beam_size`` others
+    become the next beams. A row is done once it has ``beam_size`` finished hypotheses; at
+    ``max_len`` the live beams of unfinished rows compete as they are. Each row's best hypothesis
+    is returned. With ``beam_size=1`` this is exactly :func:`~.greedy_decode`.
 
-    With ``beam_size=1`` this is exactly :func:`~.greedy_decode` (the one beam always takes the
-    best token, and a row stops at its first ``eos``).
-
-    Args:
-        model, src, max_len, bos_id, eos_id, use_cache: as in :func:`~.greedy_decode`; with the cache,
-            beams that survive are selected with :meth:`~.KVCache.reorder`; the cross-attention cache
-            is static (all beams of a row share the same encoder output) and is never reordered.
-        beam_size: beams per row.
-        length_penalty: GNMT's ``alpha`` (0.6 in the Transformer paper, section 6.1).
-        return_scores: also return the chosen hypotheses' scores ``log P / lp(len)``.
+    The other arguments are :func:`~.greedy_decode`'s; with the cache, surviving beams are selected
+    with :meth:`~.KVCache.reorder` (the cross-attention cache is the same for a row's beams).
+    ``return_scores`` returns the chosen hypotheses' scores ``log P / lp(len)``.
 
     Shape:
         src: ``(B, S)``; output: ``(B, L)``, ``L <= max_len``; scores: ``(B,)`` float32.
     """
     device, pad_id = _check_decode_args(model, src, max_len, bos_id, eos_id)
     check_positive_int("beam_size", beam_size)
-    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) or length_penalty < 0:
-        raise ValueError(f"length_penalty must be a non-negative float (GNMT's alpha), got {length_penalty!r}")
+    _check_non_negative("length_penalty", length_penalty)
     src = src.to(device)
     beams = _Beams(src.size(0), beam_size, bos_id, eos_id, length_penalty, device)
-    with _EvalMode(model):
+    with eval_mode(model):
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, d_model)
         memory = memory.repeat_interleave(beam_size, dim=0)  # (B, S, d) -> (B*K, S, d): beam j of row b is b*K + j
@@ -243,9 +229,7 @@ class _Beams:
         self.scores = top_scores[chosen].view(batch, k)  # (B, K)
         index = (self.row_offset + next_beam).view(-1)  # (B*K,) flat index of each new beam's parent
         self.tokens = torch.cat([self.tokens.index_select(0, index), next_token.view(-1, 1)], dim=1)  # (B*K, t+1)
-        for row in range(batch):
-            if not self.row_done[row] and len(self.finished[row]) >= k:
-                self.row_done[row] = True
+        self.row_done = [len(hyps) >= k for hyps in self.finished]
         return index
 
     def _collect_finished(self, step: int, top_scores: Tensor, top_beam: Tensor, is_eos: Tensor) -> None:
@@ -263,17 +247,11 @@ class _Beams:
 
     def finish_cut_rows(self) -> None:
         """Rows that ``max_len`` cut: their live beams compete as they are with what finished."""
-        if all(self.row_done):
-            return
-        final_len = self.tokens.size(1) - 1
-        live = self.scores.tolist()
-        for row in range(self.batch):
-            if self.row_done[row]:
-                continue
-            for j in range(self.k):
-                if live[row][j] != float("-inf"):
-                    seq = self.tokens[row * self.k + j, 1:].tolist()
-                    self.finished[row].append((live[row][j] / float(length_penalty_factor(final_len, self.alpha)), seq))
+        penalty = float(length_penalty_factor(self.tokens.size(1) - 1, self.alpha))
+        for row, scores in enumerate(self.scores.tolist()):
+            for j, score in enumerate(scores):
+                if not self.row_done[row] and score != float("-inf"):
+                    self.finished[row].append((score / penalty, self.tokens[row * self.k + j, 1:].tolist()))
 
     def best(self, pad_id: int, return_scores: bool) -> Tensor | tuple[Tensor, Tensor]:
         """The best-scoring hypothesis of each row, padded into ``(B, L)`` (and its score)."""
@@ -292,10 +270,9 @@ class _Beams:
 def sequence_log_prob(model: Any, src: Tensor, tokens: Tensor, eos_id: int) -> Tensor:
     """Log-probability the model gives to each decoded row, under the same rules as the decoders.
 
-    ``tokens`` are rows in the decoders' format (``bos``, tokens, ``eos``, padding). The score of a
-    row is ``sum_t log p(y_t | y_<t, x)`` over its tokens after ``bos`` up to and including the
-    first ``eos`` (or to the end), with padding excluded from the softmax as when decoding. It lets
-    a test compare outputs of different decoders by one independent measure.
+    ``tokens`` are rows in the decoders' format (``bos``, tokens, ``eos``, padding); a row scores
+    ``sum_t log p(y_t | y_<t, x)`` over its tokens after ``bos`` up to its first ``eos``, padding
+    excluded from the softmax as when decoding: one independent measure of different decoders.
 
     Shape:
         src: ``(B, S)``; tokens: ``(B, L)``; output: ``(B,)`` float32.
@@ -306,7 +283,7 @@ def sequence_log_prob(model: Any, src: Tensor, tokens: Tensor, eos_id: int) -> T
     if getattr(model.config, "tgt_vocab_size", None) is not None:
         check_token_ids("tokens", tokens, model.config.tgt_vocab_size)
     src, tokens = src.to(device), tokens.to(device)
-    with _EvalMode(model):
+    with eval_mode(model):
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, d)
         logits = model.decode(tokens[:, :-1], memory, src_mask, causal_mask(tokens.size(1) - 1, device))

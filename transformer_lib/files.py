@@ -1,8 +1,5 @@
-"""Writing files atomically: a temporary file in the same folder, then one rename.
-
-Every file the package writes (checkpoints, training states, downloads) goes through
-:func:`~.atomic_write`, so a crash or an interrupted download never leaves a half-written file
-under the real name: readers see the old file or the new one, nothing in between.
+"""Writing files atomically: every file the package writes goes to a temporary file in the same folder,
+then one rename, so a crash never leaves a half-written file under the real name.
 """
 
 from __future__ import annotations
@@ -16,11 +13,10 @@ from pathlib import Path
 def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None], suffix: str = ".tmp") -> Path:
     """Call ``write(tmp)`` on a temporary path beside ``path``, then rename it to ``path``.
 
-    ``write`` must create the file at ``tmp`` (or fill the empty file there); if it raises, the
-    temporary file is removed and nothing is renamed, so a check inside ``write`` (a checksum, a
-    length) that raises leaves ``path`` untouched. The folder is created if needed. The file gets
-    the permissions of any new file (``0o666`` less the umask), not the private ``0o600`` of a
-    temporary file. Returns ``path``.
+    ``write`` must create the file at ``tmp`` (or fill the empty file there); if it raises, nothing
+    is renamed, so a check inside ``write`` (a checksum) that raises leaves ``path`` untouched. The
+    folder is created if needed. The file gets the permissions of any new file (``0o666`` less the
+    umask), not the private ``0o600`` of a temporary file. Returns ``path``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -29,15 +25,10 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None], su
     tmp = Path(name)
     try:
         write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
+        umask = os.umask(0o022)  # reading the umask means setting it, so it is set back at once
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
-
-
-def _umask() -> int:
-    """The process's umask (reading it means setting it, so it is set back at once)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

@@ -22,12 +22,7 @@ class Transformer(nn.Module):
     Masks left as ``None`` are built from ``config.pad_id``: padding keys are hidden everywhere and
     the decoder's self-attention is causal, so ``model(src, tgt)`` is always correct. The inputs'
     types and shapes are checked, never their values: on a GPU every value read back to the host
-    waits for all queued work, so the ids' range is checked where they enter the library
-    (:func:`~.check_token_ids`).
-
-    ``config.positional`` picks the input module ``self.positional``, one for source and target
-    (with ``"rope"``, dropout only, and one :class:`~.RotaryEmbedding` serves every self-attention);
-    the other variants reach every layer through :meth:`~.TransformerConfig.layer_spec`.
+    waits for all queued work (the ids' range is checked where they enter, :func:`~.check_token_ids`).
 
     Shape:
         src: ``(B, S)`` ids; tgt: ``(B, T)`` ids; output: ``(B, T, tgt_vocab_size)`` logits.
@@ -57,7 +52,7 @@ class Transformer(nn.Module):
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """Encode source ids into memory ``(B, S, d_model)``."""
-        check_token_tensor("src", src)  # the ids' range is checked where they enter (see check_token_ids)
+        check_token_tensor("src", src)
         if src.dim() != 2:
             raise ValueError(f"src must be a (B, S) tensor of token ids, got shape {tuple(src.shape)}")
         if src_mask is None:

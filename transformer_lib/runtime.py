@@ -1,13 +1,12 @@
-"""Where and how a run happens: device choice, seeding and the training profile.
-
-A building block with no model code: every layer above may use it.
-"""
+"""Where and how a run happens: the device, the seeds, the training profile, the precision, the machine."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import random
+import subprocess
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -18,10 +17,7 @@ PROFILES = ("smoke", "cpu", "gpu")
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    """Return the device to run on: ``"auto"`` picks CUDA, then Apple's MPS, then the CPU.
-
-    Asking for a device that is not available is a ``ValueError`` that says so.
-    """
+    """Return the device to run on: ``"auto"`` picks CUDA, then Apple's MPS, then the CPU."""
     if name not in DEVICES:
         raise ValueError(f"device={name!r} is not one of {list(DEVICES)}")
     cuda = torch.cuda.is_available()
@@ -48,7 +44,6 @@ def default_profile(device: torch.device | None = None) -> str:
 
     The ``TRANSFORMER_PROFILE`` environment variable, when set, overrides the choice: ``make test``
     sets it to ``"smoke"`` so that the chapters and the command line train for seconds, not minutes.
-    A value that is not a profile name is a ``ValueError`` that names the variable.
     """
     forced = os.environ.get(PROFILE_ENV_VAR)
     if forced:
@@ -61,10 +56,7 @@ def default_profile(device: torch.device | None = None) -> str:
 
 @contextlib.contextmanager
 def torch_threads(threads: int | None) -> Iterator[int]:
-    """Run the body with ``threads`` CPU threads (``None``: leave the setting); restore it afterwards.
-
-    Yields the number of threads in use.
-    """
+    """Run the body with ``threads`` CPU threads (``None``: leave the setting), yielded; restore it afterwards."""
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -83,12 +75,9 @@ def amp_for_device(
 ) -> str:
     """The mixed precision that pays on a device, from what the device can do (given, not probed).
 
-    * ``"cuda"``: ``"bf16"`` from compute capability 8.0 (Ampere: A100, RTX 30xx, and later), whose
-      tensor cores multiply bfloat16; ``"fp16"`` before it (V100 7.0, T4 7.5: float16 tensor cores,
-      no fast bfloat16), which trains with a gradient scaler;
-    * ``"cpu"``: ``"bf16"`` when the CPU has native bfloat16 instructions (the ``avx512_bf16`` or
-      ``amx_bf16`` flag), else ``"none"``: emulated bfloat16 is slower than float32;
-    * anything else (Apple's ``"mps"``): ``"none"``.
+    On CUDA ``"bf16"`` from compute capability 8.0 (Ampere), whose tensor cores multiply bfloat16,
+    ``"fp16"`` before it (V100, T4), which trains with a gradient scaler; on a CPU ``"bf16"`` only with
+    native bfloat16 instructions (emulated bfloat16 is slower than float32); elsewhere ``"none"``.
     """
     if device_type == "cuda":
         if cuda_capability is None:
@@ -99,14 +88,24 @@ def amp_for_device(
     return "none"
 
 
+def cpu_info(path: str | os.PathLike[str] = "/proc/cpuinfo") -> dict[str, str]:
+    """The first processor's entries of ``/proc/cpuinfo`` (all report the same model and flags), else ``{}``."""
+    entries: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as info:
+            for line in info:
+                if not line.strip():  # a blank line ends the first processor's block
+                    break
+                key, _, value = line.partition(":")
+                entries[key.strip()] = value.strip()
+    except OSError:  # not Linux (macOS, Windows), or a sandbox that hides /proc
+        return {}
+    return entries
+
+
 def cpu_flags() -> frozenset[str]:
     """The instruction-set flags of this machine's CPU (``/proc/cpuinfo``; empty where there is none)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            line = next((line for line in info if line.startswith("flags")), "")
-    except OSError:
-        return frozenset()
-    return frozenset(line.partition(":")[2].split())
+    return frozenset(cpu_info().get("flags", "").split())
 
 
 def resolve_amp(amp: str, device: torch.device) -> str:
@@ -121,35 +120,12 @@ def resolve_amp(amp: str, device: torch.device) -> str:
 
 def cpu_name() -> str:
     """The CPU's model name (``/proc/cpuinfo`` on Linux), else what Python's ``platform`` module knows of it."""
-    import platform
-
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     # platform.processor() is empty on many Linux machines; the architecture is better than nothing.
-    return platform.processor() or platform.machine()
-
-
-def machine_name(device: torch.device | None = None) -> str:
-    """What a timing ran on, in one line: the GPU's name on CUDA, else the CPU's model name.
-
-    Every chapter and benchmark prints this under a number it measured.
-    """
-    if device is not None and device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    if device is not None and device.type == "mps":
-        return f"Apple MPS ({cpu_name()})"
-    return cpu_name()
+    return cpu_info().get("model name") or platform.processor() or platform.machine()
 
 
 def describe_machine(device: torch.device | None = None) -> dict[str, object]:
     """Where a result was measured: CPU, logical CPUs, GPU, platform, Python and PyTorch versions."""
-    import platform
-
     gpu = torch.cuda.get_device_name(device) if device is not None and device.type == "cuda" else None
     return {
         "cpu": cpu_name(),
@@ -163,7 +139,6 @@ def describe_machine(device: torch.device | None = None) -> dict[str, object]:
 
 def source_commit(folder: str | os.PathLike[str] = ".") -> str | None:
     """The git commit of the code that ran (``"<sha>+changes"`` with uncommitted changes; ``None`` outside git)."""
-    import subprocess
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=10)

@@ -1,8 +1,5 @@
-"""Argument checks shared by the building blocks.
-
-Every public function and module of ``transformer_lib`` validates its inputs with these helpers,
-so a bad argument fails early with a message that names the argument and what was expected,
-instead of failing deep inside a matrix product with a message about shapes nobody wrote.
+"""Argument checks shared by the building blocks: a bad argument fails early, with a message that names it
+and what was expected, not deep inside a matrix product with a message about shapes nobody wrote.
 """
 
 from __future__ import annotations
@@ -40,11 +37,10 @@ def check_divisible(d_model: int, num_heads: int) -> int:
 
 
 def check_token_tensor(name: str, tokens: object) -> Tensor:
-    """Check that ``tokens`` is a tensor of an integer dtype, as token ids are; its values are not read.
+    """Check that ``tokens`` is a tensor of an integer dtype; its values are not read.
 
-    This is the check of the model's forward pass: reading a value back (``int(t)``, ``t.item()``)
-    would make the host wait for a GPU at every call, so the range of the ids is checked once
-    where they enter the library, by :func:`check_token_ids`.
+    This is the forward pass's check: reading a value back would make the host wait for a GPU at every
+    call, so the ids' range is checked once where they enter the library, by :func:`check_token_ids`.
     """
     if not isinstance(tokens, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
@@ -59,12 +55,8 @@ def check_token_tensor(name: str, tokens: object) -> Tensor:
 def check_token_ids(name: str, tokens: object, vocab_size: int) -> Tensor:
     """Check that ``tokens`` is an integer tensor of ids in ``[0, vocab_size)``.
 
-    For the entry points that take ids from a user (:func:`~.greedy_decode`, :func:`~.beam_search`,
-    :func:`~.sequence_log_prob`): it reads the smallest and the largest id back to the host, once
-    per call, never inside a forward pass.
-
-    Shape:
-        tokens: any; the book always uses ``(B, T)``.
+    For the entry points that take ids from a user (the decoders): it reads the smallest and the
+    largest id back to the host, once per call, never inside a forward pass.
     """
     tokens = check_token_tensor(name, tokens)
     if tokens.numel() > 0:
@@ -78,13 +70,10 @@ def check_token_ids(name: str, tokens: object, vocab_size: int) -> Tensor:
 
 
 def check_mask(name: str, mask: Tensor | None, target_shape: tuple[int, ...]) -> Tensor | None:
-    """Check that a boolean attention mask broadcasts to ``target_shape``.
-
-    ``True`` means "may attend" (the convention of ``F.scaled_dot_product_attention``).
+    """Check that a boolean attention mask (``True`` = may attend) broadcasts to ``target_shape``.
 
     Shape:
-        mask: anything that broadcasts to ``target_shape`` = ``(B, H, T_q, T_k)``
-        (for example ``(T_q, T_k)``, ``(B, 1, 1, T_k)`` or ``(B, 1, T_q, T_k)``).
+        mask: e.g. ``(T_q, T_k)``, ``(B, 1, 1, T_k)`` or ``(B, 1, T_q, T_k)``; target: ``(B, H, T_q, T_k)``.
     """
     if mask is None:
         return None
@@ -99,14 +88,9 @@ def check_mask(name: str, mask: Tensor | None, target_shape: tuple[int, ...]) ->
         broadcast = torch.broadcast_shapes(mask.shape, target_shape)
     except RuntimeError:
         broadcast = None
-    if broadcast != torch.Size(target_shape):
+    if broadcast != torch.Size(target_shape):  # also refuses extra leading dimensions
         raise ValueError(
             f"{name} has shape {tuple(mask.shape)}, which does not broadcast to "
             f"(batch, heads, query_len, key_len) = {tuple(target_shape)}"
-        )
-    if mask.dim() > len(target_shape):
-        raise ValueError(
-            f"{name} has {mask.dim()} dimensions; at most {len(target_shape)} are allowed "
-            f"(batch, heads, query_len, key_len)"
         )
     return mask

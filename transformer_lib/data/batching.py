@@ -6,21 +6,21 @@ A sentence pair becomes three rows of ids::
     tgt_in  = bos y_1 ... y_T                  what the decoder reads
     tgt_out =     y_1 ... y_T eos              what it must predict at each position
 
-so position ``t`` of the decoder, which sees ``bos y_1 .. y_t`` only (causal mask), is trained
-to predict ``y_{t+1}`` (or ``eos`` after the last word). :func:`~.token_batches` groups sentences of
-similar length so that little of each batch is padding, and caps every batch by its number of
-padded tokens rather than its number of sentences (the paper's batches held about 25,000 source
-and 25,000 target tokens).
+so position ``t`` of the decoder, which sees ``bos y_1 .. y_t`` only (causal mask), learns to predict
+``y_{t+1}``. A ``DataLoader`` makes the batches: :class:`~.TokenBudgetSampler` groups sentences of similar
+length under a budget of padded tokens, :class:`~.PadCollate` pads each group into a :class:`~.Batch`.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
+from torch.utils.data import DataLoader, Sampler
 
 from ..nn.masks import padding_mask, target_mask
 from ..validation import check_positive_int
@@ -28,13 +28,7 @@ from ..validation import check_positive_int
 
 @dataclass(frozen=True)
 class Batch:
-    """One padded batch of sentence pairs, ready for ``model(src, tgt_in)`` and the loss on ``tgt_out``.
-
-    Attributes:
-        src: source ids, padded with ``pad_id``.
-        tgt_in: decoder input, each row ``bos y_1 .. y_T`` then padding.
-        tgt_out: decoder target, each row ``y_1 .. y_T eos`` then padding (``tgt_in`` shifted left).
-        pad_id: the padding id of both sides.
+    """One padded batch of sentence pairs: ``model(src, tgt_in)`` is trained to predict ``tgt_out``.
 
     Shape:
         src: ``(B, S)``; tgt_in, tgt_out: ``(B, T)``; src_mask: ``(B, 1, 1, S)``; tgt_mask: ``(B, 1, T, T)``.
@@ -42,7 +36,7 @@ class Batch:
 
     src: Tensor
     tgt_in: Tensor
-    tgt_out: Tensor
+    tgt_out: Tensor  # tgt_in shifted left by one: y_1 .. y_T eos
     pad_id: int = 0
 
     def __post_init__(self) -> None:
@@ -51,16 +45,11 @@ class Batch:
             if not isinstance(value, Tensor) or value.dim() != 2 or value.dtype != torch.long:
                 got = f"{value.dtype} {tuple(value.shape)}" if isinstance(value, Tensor) else type(value).__name__
                 raise ValueError(f"Batch.{name} must be a (B, T) torch.long tensor, got {got}")
-        if self.tgt_in.shape != self.tgt_out.shape:
-            raise ValueError(
-                f"Batch.tgt_in {tuple(self.tgt_in.shape)} and Batch.tgt_out {tuple(self.tgt_out.shape)} "
-                f"must have the same shape"
-            )
-        if self.src.size(0) != self.tgt_in.size(0):
-            raise ValueError(f"Batch.src has {self.src.size(0)} rows but Batch.tgt_in has {self.tgt_in.size(0)}")
+        if self.tgt_in.shape != self.tgt_out.shape or self.src.size(0) != self.tgt_in.size(0):
+            shapes = [tuple(t.shape) for t in (self.src, self.tgt_in, self.tgt_out)]
+            raise ValueError(f"Batch needs src (B, S) and tgt_in, tgt_out of one shape (B, T); got {shapes}")
 
     def __len__(self) -> int:
-        """Number of sentence pairs."""
         return self.src.size(0)
 
     @property
@@ -84,49 +73,35 @@ class Batch:
         return target_mask(self.tgt_in, self.pad_id)
 
     def to(self, device: torch.device | str) -> Batch:
-        """The same batch on ``device`` (a new object: batches are immutable)."""
-        return Batch(
-            self.src.to(device, non_blocking=True),
-            self.tgt_in.to(device, non_blocking=True),
-            self.tgt_out.to(device, non_blocking=True),
-            self.pad_id,
-        )
+        """The batch on ``device``; the copies do not block from pinned memory (:meth:`pin_memory`)."""
+        src, tgt_in, tgt_out = (t.to(device, non_blocking=True) for t in (self.src, self.tgt_in, self.tgt_out))
+        return Batch(src, tgt_in, tgt_out, self.pad_id)
+
+    def pin_memory(self) -> Batch:
+        """The batch in page-locked memory (what ``DataLoader(pin_memory=True)`` calls)."""
+        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.pad_id)
 
 
 def _check_ids(name: str, seqs: object) -> list[list[int]]:
     if not isinstance(seqs, Sequence) or isinstance(seqs, (str, bytes)):
         raise TypeError(f"{name} must be a list of lists of token ids, got {type(seqs).__name__}")
-    out = []
-    for i, seq in enumerate(seqs):
-        if isinstance(seq, Tensor):
-            seq = seq.tolist()
-        if not isinstance(seq, Sequence) or isinstance(seq, (str, bytes)):
-            raise TypeError(f"{name}[{i}] must be a list of int token ids, got {type(seq).__name__}")
-        if not all(isinstance(t, int) and not isinstance(t, bool) for t in seq):
-            raise TypeError(f"{name}[{i}] must hold int token ids, got {list(seq)[:8]!r}")
-        out.append(list(seq))
-    return out
+    rows = [seq.tolist() if isinstance(seq, Tensor) else seq for seq in seqs]
+    for i, seq in enumerate(rows):
+        ints = isinstance(seq, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in seq)
+        if not ints or isinstance(seq, (str, bytes)):
+            raise TypeError(f"{name}[{i}] must be a list of int token ids, got {seq!r:.60}")
+    return [list(seq) for seq in rows]
 
 
 def _pad(rows: list[list[int]], pad_id: int) -> Tensor:
-    width = max((len(r) for r in rows), default=0)
-    out = torch.full((len(rows), max(width, 1)), pad_id, dtype=torch.long)  # (B, T)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
+    out = pad_sequence([torch.tensor(row, dtype=torch.long) for row in rows], batch_first=True, padding_value=pad_id)
+    return out if out.size(1) > 0 else torch.full((len(rows), 1), pad_id)  # (B, T); empty rows still get a column
 
 
 def make_batch(
-    src_seqs: Sequence[Sequence[int]],
-    tgt_seqs: Sequence[Sequence[int]],
-    pad_id: int,
-    bos_id: int,
-    eos_id: int,
+    src_seqs: Sequence[Sequence[int]], tgt_seqs: Sequence[Sequence[int]], pad_id: int, bos_id: int, eos_id: int
 ) -> Batch:
-    """Pad and shift lists of id lists into a :class:`~.Batch`.
-
-    ``src_seqs[i]`` is used as is (add ``eos`` yourself if your source side wants one);
-    ``tgt_seqs[i]`` holds the target words only: ``bos`` and ``eos`` are added here.
+    """Pad lists of id lists into a :class:`~.Batch`; ``bos`` and ``eos`` are added to the target, not the source.
 
     Example:
         >>> b = make_batch([[5, 6, 7]], [[8, 9]], pad_id=0, bos_id=1, eos_id=2)
@@ -136,8 +111,7 @@ def make_batch(
     Shape:
         output: ``src (B, max S_i)``, ``tgt_in``/``tgt_out`` ``(B, max T_i + 1)``.
     """
-    src = _check_ids("src_seqs", src_seqs)
-    tgt = _check_ids("tgt_seqs", tgt_seqs)
+    src, tgt = _check_ids("src_seqs", src_seqs), _check_ids("tgt_seqs", tgt_seqs)
     if len(src) != len(tgt):
         raise ValueError(f"src_seqs has {len(src)} sentences but tgt_seqs has {len(tgt)}; they must pair up")
     if not src:
@@ -147,16 +121,101 @@ def make_batch(
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     if len({pad_id, bos_id, eos_id}) != 3:
         raise ValueError(f"pad_id={pad_id}, bos_id={bos_id} and eos_id={eos_id} must be three different ids")
-    return Batch(
-        src=_pad(src, pad_id),
-        tgt_in=_pad([[bos_id, *t] for t in tgt], pad_id),
-        tgt_out=_pad([[*t, eos_id] for t in tgt], pad_id),
-        pad_id=pad_id,
-    )
+    tgt_in, tgt_out = _pad([[bos_id, *t] for t in tgt], pad_id), _pad([[*t, eos_id] for t in tgt], pad_id)
+    return Batch(_pad(src, pad_id), tgt_in, tgt_out, pad_id)
+
+
+Pair = tuple[Sequence[int], Sequence[int]]  # (source ids, target ids)
+
+
+class TokenBudgetSampler(Sampler[list[int]]):
+    """A batch sampler: lists of pair indices of similar length, each batch under a token budget.
+
+    With ``shuffle``, the pairs are shuffled, cut into buckets of ``bucket_size`` batches' worth, sorted
+    by length inside each bucket and cut into batches, and the batches are shuffled: little padding, yet
+    an order that changes with ``seed``. Without it the batches come shortest first. Each batch has at
+    most ``max_tokens`` padded tokens per side; a longer pair gets a batch of its own.
+    """
+
+    def __init__(
+        self, pairs: Sequence[Pair], max_tokens: int, shuffle: bool = True, seed: int = 0, bucket_size: int = 100
+    ) -> None:
+        check_positive_int("max_tokens", max_tokens)
+        check_positive_int("bucket_size", bucket_size)
+        if not isinstance(pairs, Sequence) or isinstance(pairs, (str, bytes)):
+            raise TypeError(f"pairs must be a list of (src_ids, tgt_ids) pairs, got {type(pairs).__name__}")
+        if pairs and (not isinstance(pairs[0], Sequence) or len(pairs[0]) != 2):
+            raise TypeError(f"pairs[0] must be a (src_ids, tgt_ids) pair, got {pairs[0]!r}")
+        lengths = [(len(s), len(t) + 1) for s, t in pairs]  # + 1: bos (decoder input) or eos (target)
+        self.batches = _fill(_length_order(lengths, max_tokens, shuffle, seed, bucket_size), lengths, max_tokens)
+        if shuffle:
+            random.Random(seed + 1).shuffle(self.batches)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+def _length_order(lengths: list[tuple[int, int]], max_tokens: int, shuffle: bool, seed: int, bucket: int) -> list[int]:
+    """The pairs' indices, sorted by length: over the whole data, or (``shuffle``) inside shuffled buckets."""
+    order, key = list(range(len(lengths))), [(t, s) for s, t in lengths].__getitem__  # by target length first
+    if not shuffle:
+        return sorted(order, key=key)
+    random.Random(seed).shuffle(order)
+    mean_len = max(1, sum(max(s, t) for s, t in lengths) // max(1, len(lengths)))
+    size = max(1, bucket * max(1, max_tokens // mean_len))
+    return [i for start in range(0, len(order), size) for i in sorted(order[start : start + size], key=key)]
+
+
+def _fill(order: list[int], lengths: list[tuple[int, int]], max_tokens: int) -> list[list[int]]:
+    """Cut ``order`` into batches whose padded size ``B * max(S, T)`` stays within ``max_tokens``."""
+    groups: list[list[int]] = []
+    width = 0  # the longest side (S or T) of the last batch
+    for i in order:
+        longest = max(*lengths[i], 1)
+        if not groups or (len(groups[-1]) + 1) * max(width, longest) > max_tokens:
+            groups.append([])
+            width = 0
+        groups[-1].append(i)
+        width = max(width, longest)
+    return groups
+
+
+@dataclass(frozen=True)
+class PadCollate:
+    """The ``collate_fn`` of the batches: a list of pairs -> one padded :class:`~.Batch` (:func:`~.make_batch`)."""
+
+    pad_id: int
+    bos_id: int
+    eos_id: int
+
+    def __call__(self, pairs: list[Pair]) -> Batch:
+        """Pad and shift the pairs."""
+        return make_batch([s for s, _ in pairs], [t for _, t in pairs], self.pad_id, self.bos_id, self.eos_id)
+
+
+def batch_loader(
+    pairs: Sequence[Pair],
+    max_tokens: int,
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+    seed: int = 0,
+    pin_memory: bool = False,
+) -> DataLoader[Batch]:
+    """The shuffled training batches of one epoch, from a ``DataLoader`` (:class:`~.TokenBudgetSampler` order).
+
+    ``pin_memory=True`` (for CUDA) makes each batch's copy to the GPU non-blocking. Pass ``seed=epoch``
+    for a new order every epoch.
+    """
+    sampler = TokenBudgetSampler(pairs, max_tokens, shuffle=True, seed=seed)
+    return _loader(pairs, sampler, PadCollate(pad_id, bos_id, eos_id), pin_memory)
 
 
 def token_batches(
-    pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+    pairs: Sequence[Pair],
     max_tokens: int,
     pad_id: int,
     bos_id: int,
@@ -165,56 +224,13 @@ def token_batches(
     seed: int = 0,
     bucket_size: int = 100,
 ) -> list[Batch]:
-    """Group ``(src_ids, tgt_ids)`` pairs into batches of similar length, each under a token budget.
+    """The batches of :class:`~.TokenBudgetSampler` as a list (with ``shuffle``: :func:`~.batch_loader`'s)."""
+    sampler = TokenBudgetSampler(pairs, max_tokens, shuffle, seed, bucket_size)
+    return list(_loader(pairs, sampler, PadCollate(pad_id, bos_id, eos_id), pin_memory=False))
 
-    With ``shuffle``, the pairs are shuffled, cut into buckets of ``bucket_size * (pairs per
-    batch)`` pairs, sorted by length inside each bucket, cut into batches, and the batches
-    are shuffled: batches hold sentences of similar length (little padding) while the order of
-    the data still changes with ``seed``. Without ``shuffle`` the pairs are sorted by length over
-    the whole data set and the batches come shortest first (deterministic; for evaluation).
 
-    Every batch has at most ``max_tokens`` padded tokens per side: ``B * S <= max_tokens`` and
-    ``B * (T + 1) <= max_tokens`` (``+1`` for ``bos``/``eos``). A single pair longer than
-    ``max_tokens`` gets a batch of its own. Every pair appears in exactly one batch.
-
-    Pass ``seed=epoch`` to get a new order every epoch, e.g.
-    ``train(..., train_data=lambda epoch: token_batches(pairs, 4000, 0, 1, 2, seed=epoch))``.
-    """
-    check_positive_int("max_tokens", max_tokens)
-    check_positive_int("bucket_size", bucket_size)
-    if not isinstance(pairs, Sequence) or isinstance(pairs, (str, bytes)):
-        raise TypeError(f"pairs must be a list of (src_ids, tgt_ids) pairs, got {type(pairs).__name__}")
-    for i, pair in enumerate(pairs[:1]):
-        if not isinstance(pair, Sequence) or len(pair) != 2:
-            raise TypeError(f"pairs[{i}] must be a (src_ids, tgt_ids) pair, got {pair!r}")
-    lengths = [(len(s), len(t) + 1) for s, t in pairs]
-    order = list(range(len(pairs)))
-
-    def key(i: int) -> tuple[int, int]:
-        return (lengths[i][1], lengths[i][0])
-
-    if shuffle:
-        rng = random.Random(seed)
-        rng.shuffle(order)
-        mean_len = max(1, sum(max(s, t) for s, t in lengths) // max(1, len(lengths)))
-        bucket = max(1, bucket_size * max(1, max_tokens // mean_len))
-        order = [i for start in range(0, len(order), bucket) for i in sorted(order[start : start + bucket], key=key)]
-    else:
-        order.sort(key=key)
-
-    groups: list[list[int]] = []
-    current: list[int] = []
-    width_s = width_t = 0
-    for i in order:
-        s, t = lengths[i]
-        new_s, new_t = max(width_s, s, 1), max(width_t, t)
-        if current and (len(current) + 1) * max(new_s, new_t) > max_tokens:
-            groups.append(current)
-            current, new_s, new_t = [], max(s, 1), t
-        current.append(i)
-        width_s, width_t = new_s, new_t
-    if current:
-        groups.append(current)
-    if shuffle:
-        random.Random(seed + 1).shuffle(groups)
-    return [make_batch([pairs[i][0] for i in g], [pairs[i][1] for i in g], pad_id, bos_id, eos_id) for g in groups]
+def _loader(pairs: Sequence[Pair], sampler: TokenBudgetSampler, collate: PadCollate, pin_memory: bool) -> DataLoader:
+    # A DataLoader draws a seed for its workers each time it is read, from the global generator unless
+    # given one: that draw would shift the dropout masks of training, and so a resumed run's losses.
+    workers_seed = torch.Generator().manual_seed(0)
+    return DataLoader(pairs, batch_sampler=sampler, collate_fn=collate, pin_memory=pin_memory, generator=workers_seed)

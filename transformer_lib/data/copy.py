@@ -1,20 +1,13 @@
 """The data of the copy task (复制任务): random symbol sequences, their batches and the held-out set.
 
 The source is a random sequence of 10 symbols drawn from 10 (with repetition); the target is the
-same sequence. A model that copies every held-out sequence exactly has learnt to find, for output
-position ``t``, the source position ``t`` (cross-attention driven by the positional encoding) and
-to stop after the last one. It trains in seconds on a CPU, so it is the book's first end-to-end
-check that the model, the training loop and decoding fit together.
+same sequence. To copy every held-out sequence exactly a model must find, for output position
+``t``, the source position ``t`` (cross-attention driven by the positional encoding) and stop after
+the last one. It trains in seconds on a CPU: the book's first end-to-end check.
 
-Token ids (vocabulary of 13)::
-
-    0 = pad    1 = bos    2 = eos    3 .. 12 = the ten symbols
-
-Source rows are the 10 symbols (no bos/eos); decoder rows are ``bos s_1 .. s_10`` in and
-``s_1 .. s_10 eos`` out, so a perfect greedy decoding is ``bos s_1 .. s_10 eos``.
-The held-out set is 1,000 sequences drawn with a fixed seed (:data:`~.HELD_OUT_SEED`); training
-batches come from other seeds. Nothing forces the two apart, but with ``10**10`` possible
-sequences a collision is unlikely (about 1 in 10 million per training sequence).
+Token ids: 0 = pad, 1 = bos, 2 = eos, 3 .. 12 = the ten symbols. Decoder rows are ``bos s_1 .. s_10``
+in and ``s_1 .. s_10 eos`` out. The held-out set is 1,000 sequences drawn with a fixed seed; training
+batches come from other seeds (with ``10**10`` possible sequences a collision is unlikely).
 """
 
 from __future__ import annotations
@@ -22,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ..validation import check_positive_int
@@ -48,22 +42,16 @@ def random_sequences(n: int, generator: torch.Generator, seq_len: int = SEQ_LEN)
 
 
 def copy_batch(sequences: Tensor) -> Batch:
-    """The training batch that teaches the model to copy ``sequences``.
+    """The training batch that teaches the model to copy ``sequences``: ``bos s`` in, ``s eos`` out.
 
     Shape:
         sequences: ``(B, L)`` symbol ids; output: ``src (B, L)``, ``tgt_in``/``tgt_out`` ``(B, L + 1)``.
     """
     if not isinstance(sequences, Tensor) or sequences.dim() != 2 or sequences.dtype != torch.long:
         raise ValueError(f"sequences must be a (B, L) long tensor, got {getattr(sequences, 'shape', sequences)}")
-    batch = sequences.size(0)
-    bos = torch.full((batch, 1), BOS_ID, dtype=torch.long)  # (B, 1)
-    eos = torch.full((batch, 1), EOS_ID, dtype=torch.long)  # (B, 1)
-    return Batch(
-        src=sequences,
-        tgt_in=torch.cat([bos, sequences], dim=1),  # (B, L + 1)
-        tgt_out=torch.cat([sequences, eos], dim=1),  # (B, L + 1)
-        pad_id=PAD_ID,
-    )
+    tgt_in = F.pad(sequences, (1, 0), value=BOS_ID)  # (B, L + 1): bos in front
+    tgt_out = F.pad(sequences, (0, 1), value=EOS_ID)  # (B, L + 1): eos at the end
+    return Batch(src=sequences, tgt_in=tgt_in, tgt_out=tgt_out, pad_id=PAD_ID)
 
 
 def copy_batches(batch_size: int, seed: int, num_batches: int) -> Iterator[Batch]:
@@ -90,7 +78,4 @@ def copy_targets(sequences: Tensor) -> Tensor:
     Shape:
         sequences: ``(B, L)``; output: ``(B, L + 2)``.
     """
-    batch = sequences.size(0)
-    bos = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=sequences.device)
-    eos = torch.full((batch, 1), EOS_ID, dtype=torch.long, device=sequences.device)
-    return torch.cat([bos, sequences, eos], dim=1)  # (B, L + 2)
+    return F.pad(F.pad(sequences, (1, 0), value=BOS_ID), (0, 1), value=EOS_ID)  # (B, L + 2)

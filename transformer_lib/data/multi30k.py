@@ -1,22 +1,11 @@
-"""Multi30k (task 1): German and English image captions, the book's translation data set.
+"""Multi30k (task 1; Elliott et al., 2016): German-English image captions, the book's translation data set.
 
-Multi30k (Elliott et al., 2016) pairs each English Flickr30k caption with a German translation:
-29,000 training pairs, 1,014 validation pairs and 1,000 test pairs (``test_2016_flickr``).
-The six raw files live in the public repository github.com/multi30k/dataset; this module
-downloads them once into a cache folder, checks every file's SHA-256 against the table below,
-and reads them as lists of ``(german, english)`` sentence pairs.
-
-Where the files come from, in order:
-
-1. the ``data_dir`` argument (the command line's ``--data-dir``);
-2. the ``MULTI30K_DIR`` environment variable;
-3. ``~/.cache/transformer_lib/multi30k``.
-
-A missing file is downloaded into that folder (written to a temporary name, verified, then
-renamed into place, so an interrupted download never leaves a partial file under the real name).
-A file already there whose checksum is wrong is refused, never silently used or replaced.
-``MULTI30K_URL`` names a mirror to download from instead of GitHub (the files must be identical).
-Offline, put the six ``.gz`` files into a folder and point ``MULTI30K_DIR`` or ``--data-dir`` at it.
+29,000 training pairs, 1,014 validation pairs and 1,000 test pairs (``test_2016_flickr``), read as
+``(german, english)`` pairs from the six files of github.com/multi30k/dataset. Their folder is the
+``data_dir`` argument (the command line's ``--data-dir``), else ``$MULTI30K_DIR``, else
+``~/.cache/transformer_lib/multi30k``. A missing file is downloaded there (from the mirror
+``$MULTI30K_URL`` if set) to a temporary name, verified, then renamed into place; a file whose
+SHA-256 is wrong is refused, never silently used or replaced.
 """
 
 from __future__ import annotations
@@ -25,6 +14,7 @@ import gzip
 import hashlib
 import http.client
 import os
+import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
@@ -82,11 +72,8 @@ def file_name(split: str, language: str) -> str:
 
 def sha256_of(path: str | os.PathLike[str]) -> str:
     """Hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _how_to_provide(folder: Path) -> str:
@@ -97,20 +84,13 @@ def _how_to_provide(folder: Path) -> str:
     )
 
 
-def verify_file(path: str | os.PathLike[str], name: str | None = None) -> Path:
-    """Check ``path`` against the known SHA-256 of the Multi30k file ``name`` (default: its own name).
-
-    Raises :class:`~.ChecksumError` naming the file, the expected and the actual hash.
-    """
-    path = Path(path)
-    name = name or path.name
-    if name not in SHA256:
-        raise ValueError(f"name={name!r} is not a Multi30k task-1 file; known files are {sorted(SHA256)}")
+def _verify(path: Path) -> Path:
+    """Check a file already in the data folder against its known SHA-256."""
     actual = sha256_of(path)
-    if actual != SHA256[name]:
+    if actual != SHA256[path.name]:
         raise ChecksumError(
-            f"{str(path)!r} is corrupted or incomplete: its sha256 is {actual}, expected {SHA256[name]} "
-            f"for {name}. Delete it to download it again, or replace it with the original file."
+            f"{str(path)!r} is corrupted or incomplete: its sha256 is {actual}, expected {SHA256[path.name]} "
+            f"for {path.name}. Delete it to download it again, or replace it with the original file."
         )
     return path
 
@@ -120,8 +100,7 @@ def _fetch(url: str, name: str, folder: Path, out: Path, timeout: float) -> None
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, open(out, "wb") as handle:  # noqa: S310
             expected_length = response.headers.get("Content-Length")
-            for block in iter(lambda: response.read(1 << 16), b""):
-                handle.write(block)
+            shutil.copyfileobj(response, handle)
             received = handle.tell()
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as error:
         raise DownloadError(
@@ -165,20 +144,18 @@ def ensure_files(
 ) -> dict[str, Path]:
     """Make sure the files of ``splits`` are in the data folder and verified; return ``{name: path}``.
 
-    Files already present are checked (a wrong checksum is a :class:`~.ChecksumError`); missing
-    ones are downloaded from ``base_url`` (default: ``$MULTI30K_URL``, else ``BASE_URL``).
-    Without a network the first failed download raises :class:`~.DownloadError` at once, saying how
-    to provide the files.
+    Missing files are downloaded from ``base_url`` (default: ``$MULTI30K_URL``, else ``BASE_URL``);
+    without a network the first failed download raises :class:`~.DownloadError`, saying how to
+    provide the files.
     """
     folder = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
     if folder.exists() and not folder.is_dir():
         raise Multi30kError(f"data_dir={str(folder)!r} is not a folder. {_how_to_provide(folder)}")
     names = [file_name(split, language) for split in splits for language in LANGUAGES]
-    paths: dict[str, Path] = {}
-    for name in names:
-        path = folder / name
-        paths[name] = verify_file(path) if path.is_file() else _download(name, folder, base_url, timeout)
-    return paths
+    return {
+        name: _verify(folder / name) if (folder / name).is_file() else _download(name, folder, base_url, timeout)
+        for name in names
+    }
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -194,12 +171,7 @@ def load_split(
     timeout: float = DOWNLOAD_TIMEOUT,
 ) -> list[tuple[str, str]]:
     """Return one split as a list of ``(german, english)`` pairs, in the file order."""
-    paths = ensure_files(data_dir, [split], base_url=base_url, timeout=timeout)
-    german = _read_lines(paths[file_name(split, "de")])
-    english = _read_lines(paths[file_name(split, "en")])
-    if len(german) != len(english):
-        raise Multi30kError(f"{split}: {len(german)} German lines but {len(english)} English lines")
-    return list(zip(german, english, strict=True))
+    return load_multi30k(data_dir, [split], base_url=base_url, timeout=timeout)[split]
 
 
 def load_multi30k(
@@ -215,5 +187,11 @@ def load_multi30k(
     before minutes are spent on anything else.
     """
     splits = tuple(splits)
-    ensure_files(data_dir, splits, base_url=base_url, timeout=timeout)
-    return {split: load_split(split, data_dir, base_url=base_url, timeout=timeout) for split in splits}
+    paths = ensure_files(data_dir, splits, base_url=base_url, timeout=timeout)
+    data = {}
+    for split in splits:
+        german, english = (_read_lines(paths[file_name(split, language)]) for language in LANGUAGES)
+        if len(german) != len(english):
+            raise Multi30kError(f"{split}: {len(german)} German lines but {len(english)} English lines")
+        data[split] = list(zip(german, english, strict=True))
+    return data

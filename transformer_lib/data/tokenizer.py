@@ -1,22 +1,17 @@
 """A joint byte-pair-encoding (BPE, 字节对编码) tokenizer for German and English, built on HF ``tokenizers``.
 
 Both languages share one vocabulary, so the source embedding, the target embedding and the
-output projection can be one matrix (``share_embeddings=True``, ``tie_embeddings=True``).
-
-How text becomes ids:
-
-1. Unicode NFC normalisation (so ``"ä"`` typed as one or two code points is the same token);
-2. every space becomes the visible marker ``"▁"``, glued to the word after it, as in SentencePiece
-   (``"Ein Mann."`` -> ``"▁Ein" "▁Mann."``), and punctuation is split off (``"▁Mann" "."``);
-3. BPE merges, learned on the **training split only**, turn each piece into sub-words.
-
-Because the spaces are kept as ``"▁"``, :meth:`~.BPETokenizer.decode` gives back natural text:
-``decode(encode(s)) == s`` for any NFC sentence with single spaces and no unknown characters.
-Ids 0-3 are the special tokens ``<pad>``, ``<bos>``, ``<eos>`` and ``<unk>``.
+output projection can be one matrix (``share_embeddings=True``, ``tie_embeddings=True``). Text is
+NFC-normalised (``"ä"`` as one or two code points is one token); every space becomes the visible
+marker ``"▁"`` glued to the next word, as in SentencePiece, and punctuation is split off
+(``"Ein Mann."`` -> ``"▁Ein" "▁Mann" "."``); BPE merges learned on the **training split only** turn
+each piece into sub-words. Because spaces are kept, ``decode(encode(s)) == s`` for any NFC
+sentence with single spaces and no unknown characters. Ids 0-3 are ``<pad> <bos> <eos> <unk>``.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 
@@ -32,9 +27,8 @@ META = "\u2581"  # "▁", the visible space of SentencePiece
 class BPETokenizer:
     """A trained HF ``tokenizers.Tokenizer`` with the book's special tokens and a small, explicit API.
 
-    Build one with :func:`~.train_bpe_tokenizer` (or :func:`~.train_translation_tokenizer`); save it
-    with :meth:`~.to_json_str` (a string, so it fits in a checkpoint's metadata) and restore it with
-    :meth:`~.from_json_str`.
+    Build one with :func:`~.train_bpe_tokenizer`; :meth:`~.to_json_str` saves it as a string (it
+    fits in a checkpoint's metadata).
     """
 
     def __init__(self, tokenizer: Tokenizer) -> None:
@@ -48,10 +42,7 @@ class BPETokenizer:
                 )
         self.tokenizer = tokenizer
 
-    pad_id = 0
-    bos_id = 1
-    eos_id = 2
-    unk_id = 3
+    pad_id, bos_id, eos_id, unk_id = range(len(SPECIAL_TOKENS))
 
     @property
     def vocab_size(self) -> int:
@@ -78,13 +69,8 @@ class BPETokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         """Natural text from ids: stops at the first ``<eos>``, drops ``<bos>``, ``<pad>`` and ``<unk>``."""
-        kept: list[int] = []
-        for token_id in (int(i) for i in ids):
-            if token_id == self.eos_id:
-                break
-            if token_id not in (self.pad_id, self.bos_id, self.unk_id):
-                kept.append(token_id)
-        return self.tokenizer.decode(kept, skip_special_tokens=False)
+        before_eos = itertools.takewhile(lambda token_id: token_id != self.eos_id, map(int, ids))
+        return self.tokenizer.decode(list(before_eos), skip_special_tokens=True)  # the four specials
 
     def decode_batch(self, rows: Iterable[Iterable[int]]) -> list[str]:
         """:meth:`~.decode` for each row (e.g. of a ``(B, T)`` tensor's ``.tolist()``)."""
@@ -126,13 +112,10 @@ def _untrained_tokenizer() -> Tokenizer:
 def train_bpe_tokenizer(
     sentences: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2, show_progress: bool = False
 ) -> BPETokenizer:
-    """Learn BPE merges from ``sentences`` until the vocabulary has ``vocab_size`` entries.
+    """Learn BPE merges from ``sentences`` (read once) until the vocabulary has ``vocab_size`` entries.
 
-    Args:
-        sentences: the training text, one sentence per item (any iterable; read once).
-        vocab_size: size of the vocabulary, special tokens and single characters included.
-        min_frequency: a pair must occur this often to be merged.
-        show_progress: ``tokenizers``' own progress bar (on stderr).
+    ``vocab_size`` includes the special tokens and single characters; a pair must occur
+    ``min_frequency`` times to be merged.
     """
     check_positive_int("vocab_size", vocab_size)
     check_positive_int("min_frequency", min_frequency)

@@ -24,13 +24,9 @@ def scaled_dot_product_attention(
     the most negative finite number of the dtype (not a ``-1e9`` literal, which overflows in
     float16), so the softmax stays finite, and the row is then zeroed.
 
-    Args:
-        query, key, value: the three inputs; leading dimensions (batch, heads) must broadcast.
-        mask: bool, ``True`` = may attend; broadcasts to ``(..., T_q, T_k)``.
-        dropout_p: dropout on the weights (pass 0.0 in evaluation).
-
     Shape:
-        query: ``(..., T_q, d_k)``; key: ``(..., T_k, d_k)``; value: ``(..., T_k, d_v)``.
+        query: ``(..., T_q, d_k)``; key: ``(..., T_k, d_k)``; value: ``(..., T_k, d_v)``; leading
+        dimensions (batch, heads) broadcast. mask: bool, ``True`` = may attend, to ``(..., T_q, T_k)``.
         output: ``(..., T_q, d_v)``; weights: ``(..., T_q, T_k)``.
     """
     if query.size(-1) != key.size(-1):
@@ -42,7 +38,7 @@ def scaled_dot_product_attention(
     check_probability("dropout_p", dropout_p)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (..., T_q, T_k)
     if mask is not None:
-        check_mask("mask", mask, tuple(scores.shape[:-2]) + tuple(scores.shape[-2:]))
+        check_mask("mask", mask, tuple(scores.shape))
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)  # (..., T_q, T_k)
     if mask is not None:

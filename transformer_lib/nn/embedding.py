@@ -19,7 +19,6 @@ class TokenEmbedding(nn.Module):
     whose entries lie in ``[-1, 1]``.
 
     Args:
-        vocab_size, d_model: number of distinct token ids, width of each vector.
         padding_idx: id whose vector is zero and receives no gradient (optional).
 
     Shape:
@@ -44,9 +43,8 @@ class TokenEmbedding(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         """Return ``embedding(tokens) * sqrt(d_model)``.
 
-        Only the dtype is checked: checking the range would read the ids back to the host at every
-        call (:func:`~.check_token_ids` does it where ids enter the library). An id outside
-        ``[0, vocab_size)`` makes ``nn.Embedding`` raise ``IndexError`` (on a GPU, a device-side assert).
+        Only the dtype is checked, never the ids' range (a host read; :func:`~.check_token_ids` does
+        it where ids enter the library): an id out of range is ``nn.Embedding``'s ``IndexError``.
         """
         check_token_tensor("tokens", tokens)
         return self.embedding(tokens) * self.scale  # (B, T) -> (B, T, d_model)

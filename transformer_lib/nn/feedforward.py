@@ -15,23 +15,13 @@ ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swiglu": F.silu}
 
 
 class FeedForward(nn.Module):
-    """``linear2(dropout(activation(linear1(x))))``, applied to every position independently.
+    """``linear2(dropout(activation(linear1(x))))``, the same two matrices at every position.
 
-    The paper uses ``d_ff = 4 * d_model`` and ReLU. Position-wise means the same two matrices are
-    used at every position: it is a 1x1 convolution over the sequence.
-
-    With ``activation="swiglu"`` (a gated linear unit, 门控线性单元, with the SiLU/Swish gate;
-    Shazeer, 2020) the hidden vector is the element-wise product of two projections, one passed
-    through SiLU: ``linear2(dropout(silu(linear1(x)) * linear3(x)))``. That is three matrices of
-    ``d_model x d_ff`` instead of two, so at the same ``d_ff`` SwiGLU has 1.5 times the
-    feed-forward parameters. **The hidden width is ``d_ff`` as given**, whatever the activation:
-    to compare at (almost) equal parameter count, pass ``d_ff`` about 2/3 of the ReLU one, as
-    Shazeer (2020) and LLaMA do (``benchmarks/variants.py`` runs SwiGLU both ways).
-
-    Args:
-        d_model, d_ff: input and output width, hidden width.
-        dropout: dropout after the activation (after the gating product for SwiGLU).
-        activation: ``"relu"`` (the paper), ``"gelu"`` or ``"swiglu"``.
+    The paper uses ``d_ff = 4 * d_model`` and ReLU. With ``activation="swiglu"`` (a gated linear
+    unit with the SiLU gate; Shazeer, 2020) the hidden vector is ``silu(linear1(x)) * linear3(x)``:
+    three ``d_model x d_ff`` matrices instead of two, so 1.5 times the parameters at the same ``d_ff``.
+    **The hidden width is ``d_ff`` as given**, whatever the activation: at (almost) equal parameter
+    count SwiGLU takes about 2/3 of the ReLU ``d_ff``, as in LLaMA (``benchmarks/variants.py`` runs both).
 
     Shape:
         x: ``(B, T, d_model)``; output: ``(B, T, d_model)``.

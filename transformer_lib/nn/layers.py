@@ -1,14 +1,9 @@
 """Encoder and decoder layers and stacks (编码器 / 解码器), Post-LN or Pre-LN, built from one :class:`~.LayerSpec`.
 
-Both layers wrap each sub-layer the same way, in :func:`~.residual`: Post-LN (the paper,
-``norm_first=False``) computes ``x = norm(x + dropout(sublayer(x)))``; Pre-LN (``norm_first=True``)
-computes ``x = x + dropout(sublayer(norm(x)))``, and its stack ends with a final norm, because
-nothing else normalises the last layer's output.
-
-The variants are fields of the spec (``norm``, ``num_kv_heads``, ``activation``), except the
-``rotary`` module (a :class:`~.RotaryEmbedding`), passed beside it because one module serves every
-layer. It rotates queries and keys in the **self**-attentions only: decoder and encoder positions
-do not count from a common origin in any useful way, so cross-attention stays position-free.
+Both layers wrap each sub-layer in :func:`~.residual`. The ``rotary`` module (a :class:`~.RotaryEmbedding`)
+is passed beside the spec because one module serves every layer; it rotates queries and keys in the
+**self**-attentions only: decoder and encoder positions share no useful origin, so cross-attention
+stays position-free.
 """
 
 from __future__ import annotations
@@ -27,11 +22,7 @@ from .positional import RotaryEmbedding
 
 @dataclass(frozen=True)
 class LayerSpec:
-    """What every layer of a stack shares: the widths, the dropout, where the norms go, the variants.
-
-    The fields mean what the fields of the same names of :class:`~.TransformerConfig` mean, whose
-    :meth:`~.TransformerConfig.layer_spec` gives a model's; the modules built from them check them.
-    """
+    """What every layer of a stack shares; the fields are those of :class:`~.TransformerConfig` of the same names."""
 
     d_model: int
     num_heads: int
@@ -53,7 +44,10 @@ class LayerSpec:
 def residual(
     x: Tensor, sublayer: Callable[[Tensor], Tensor], norm: nn.Module, dropout: nn.Module, norm_first: bool
 ) -> Tensor:
-    """One sub-layer with its residual connection (残差连接) and its norm, Pre-LN or Post-LN.
+    """One sub-layer with its residual connection (残差连接) and its norm.
+
+    Post-LN (the paper) computes ``norm(x + dropout(sublayer(x)))``; Pre-LN ``x + dropout(sublayer(norm(x)))``,
+    and its stack ends with a final norm, because nothing else normalises the last layer's output.
 
     Shape: ``x`` and the output ``(B, T, d_model)``; ``sublayer`` keeps the shape.
     """
@@ -71,9 +65,6 @@ def _check_spec(spec: object) -> LayerSpec:
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each wrapped by :func:`~.residual`.
 
-    ``spec`` gives the widths, dropout, norm placement and variants; ``rotary`` (if any) rotates the
-    self-attention's queries and keys.
-
     Shape:
         x: ``(B, T, d_model)``; mask: bool broadcasting to ``(B, H, T, T)``; output: ``(B, T, d_model)``.
     """
@@ -89,7 +80,7 @@ class EncoderLayer(nn.Module):
         self.dropout2 = nn.Dropout(spec.dropout)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Run the two sub-layers; see the class docstring for shapes."""
+        """Run the two sub-layers."""
         x = residual(x, lambda h: self.self_attn(h, h, h, mask)[0], self.norm1, self.dropout1, self.norm_first)
         return residual(x, self.ff, self.norm2, self.dropout2, self.norm_first)
 
@@ -98,9 +89,7 @@ class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention (交叉注意力) to the encoder output, then feed-forward.
 
     Cross-attention takes its **query from the decoder** (``x``) and its **key and value from the
-    encoder output** (``memory``), so source and target may have different lengths. Arguments as
-    :class:`~.EncoderLayer` (``rotary`` for the self-attention only); each sub-layer is wrapped by
-    :func:`~.residual`.
+    encoder output** (``memory``), so source and target may have different lengths.
 
     Shape:
         x: ``(B, T, d_model)``; memory: ``(B, S, d_model)``;

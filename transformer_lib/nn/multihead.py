@@ -19,9 +19,8 @@ from .positional import RotaryEmbedding
 class KVCache:
     """Keys and values already projected, kept between decoding steps.
 
-    A *growing* cache (decoder self-attention) appends the new positions' keys and values at each
-    step; a *static* one (cross-attention) is filled once from the encoder output. It holds only
-    the ``H_kv`` key/value heads (grouped-query attention saves that memory), and rotated keys with RoPE.
+    A *growing* cache (decoder self-attention) appends the new positions at each step; a *static*
+    one (cross-attention) is filled once from the encoder output. Keys are stored rotated with RoPE.
 
     Shape:
         key, value: ``(B, H_kv, T_cached, d_k)``, ``H_kv`` = the attention's ``num_kv_heads``.
@@ -38,7 +37,7 @@ class KVCache:
 
     @property
     def filled(self) -> bool:
-        """Whether this is a static cache that already holds its keys and values (they need no new projection)."""
+        """Whether this is a static cache that already holds its keys and values."""
         return self.static and self.key is not None
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
@@ -64,10 +63,8 @@ def guarded_attention(
 ) -> Tensor:
     """``F.scaled_dot_product_attention`` that gives a fully masked query row zeros, never NaN.
 
-    Such a row is let attend everywhere (any finite result), then zeroed. ``MultiHeadAttention``
-    uses it on backends where it has not been checked that PyTorch's kernels already do this; the
-    guard costs a reduction over the mask and a multiplication of the output. With ``enable_gqa``
-    (passed on to PyTorch), each of the ``H_kv`` key/value heads serves ``H / H_kv`` query heads.
+    Such a row is let attend everywhere (any finite result), then zeroed: ``MultiHeadAttention``
+    uses it off the CPU, where PyTorch's kernels are not known to do this themselves.
 
     Shape:
         query: ``(B, H, T_q, d_k)``; key, value: ``(B, H, T_k, d_k)`` (``(B, H_kv, T_k, d_k)`` with
@@ -84,29 +81,22 @@ def guarded_attention(
 class MultiHeadAttention(nn.Module):
     """Project queries, keys and values into ``num_heads`` subspaces, attend in each, recombine.
 
-    ``head_i = Attention(Q W_q_i, K W_k_i, V W_v_i)``, ``output = concat(head_1..head_h) W_o``.
-    The per-head projections are stored as one ``nn.Linear(d_model, d_model)`` each for Q, K and V
-    (the head ``i`` weights are rows ``i*d_k:(i+1)*d_k``); projections of the same input run as one
-    matrix product, as ``nn.MultiheadAttention`` does. Without ``need_weights`` the attention is
-    PyTorch's fused ``F.scaled_dot_product_attention``; with it, the reference
-    :func:`~.attention.scaled_dot_product_attention`, which returns the weights. Both agree (tested)
-    and give a query row whose keys are all masked a zero output (see :func:`~.guarded_attention`).
+    ``head_i = Attention(Q W_q_i, K W_k_i, V W_v_i)``, ``output = concat(head_1..head_h) W_o``; head
+    ``i``'s weights are rows ``i*d_k:(i+1)*d_k`` of one ``nn.Linear`` each for Q, K and V. Without
+    ``need_weights`` the attention is PyTorch's fused ``F.scaled_dot_product_attention``; with it, the
+    reference :func:`~.attention.scaled_dot_product_attention`, which returns the weights. Both agree
+    (tested) and give a query row whose keys are all masked a zero output.
 
-    **Grouped-query attention** (分组查询注意力, GQA; Ainslie et al., 2023): with ``num_kv_heads = H_kv < H``,
-    ``k_proj`` and ``v_proj`` produce only ``H_kv`` heads, and query heads ``g*i .. g*i + g - 1``
-    (``g = H / H_kv``) all use key/value head ``i`` (``H_kv = 1``: multi-query attention). It saves
-    key/value parameters and, above all, a factor ``g`` of key/value cache.
+    **Grouped-query attention** (分组查询注意力; Ainslie et al., 2023): with ``num_kv_heads = H_kv < H``,
+    query heads ``g*i .. g*i + g - 1`` (``g = H / H_kv``) share key/value head ``i``, which divides the
+    key/value cache by ``g`` (``H_kv = 1``: multi-query attention).
 
-    **Rotary embeddings** (``rotary``, a :class:`~.RotaryEmbedding`) rotate queries and keys by their
-    positions after the projection; a growing cache stores its keys rotated and numbers new positions
-    from its length. For self-attention only: queries and keys must count from the same origin.
+    **Rotary embeddings** (``rotary``, a :class:`~.RotaryEmbedding`) rotate queries and keys after the
+    projection. For self-attention only: queries and keys must count from the same origin.
 
     Args:
-        d_model, num_heads: model width and number of (query) heads ``h``; each head has width ``d_k = d_model / h``.
         dropout: dropout on the attention weights (training only).
-        bias: whether the four projections have biases.
         num_kv_heads: key/value heads (``None``: ``num_heads``); must divide ``num_heads``.
-        rotary: rotate queries and keys with this module (``None``: no rotation).
 
     Shape:
         query: ``(B, T_q, d_model)``; key, value: ``(B, T_k, d_model)``.
@@ -154,11 +144,10 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = False,
         cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes.
+        """Attend from ``query`` to ``key``/``value``.
 
-        With a ``cache``, only the new query positions are passed; a growing cache appends their
-        keys and values, a static cache is filled on first use and then reused (``key`` and
-        ``value`` are ignored once it is :attr:`~.KVCache.filled`).
+        With a ``cache``, only the new query positions are passed; a static cache is filled on first
+        use, then ``key`` and ``value`` are ignored.
         """
         self._check_inputs(query, key, value, cache)
         if cache is not None and cache.filled:  # cross-attention after the first step: the encoder's keys
@@ -195,11 +184,7 @@ class MultiHeadAttention(nn.Module):
         return x.transpose(1, 2)  # (B, T, h, d_k) -> (B, h, T, d_k); h = H for queries, H_kv for keys/values
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
-        """Queries, keys and values split into heads.
-
-        Projections of the same tensor run as one matrix product of the concatenated weights, as
-        ``nn.MultiheadAttention`` does: all three in self-attention, keys and values in cross-attention.
-        """
+        """Queries, keys and values split into heads; projections of one input run as one matrix product."""
         if query is key and key is value:
             return self._fused(query, (self.q_proj, self.k_proj, self.v_proj))
         q = self._split_heads(self.q_proj(query))  # (B, H, T_q, d_k)
@@ -208,7 +193,6 @@ class MultiHeadAttention(nn.Module):
         return q, self._split_heads(self.k_proj(key)), self._split_heads(self.v_proj(value))
 
     def _fused(self, x: Tensor, projections: tuple[nn.Linear, ...]) -> tuple[Tensor, ...]:
-        """Apply several projections to the same input in one matrix product."""
         weight = torch.cat([p.weight for p in projections])  # (sum of out_features, d_model)
         bias = None if projections[0].bias is None else torch.cat([p.bias for p in projections])
         fused = F.linear(x, weight, bias)  # (B, T, sum of out_features)

@@ -15,11 +15,9 @@ class LayerNorm(nn.Module):
     """Normalise each vector over its features: ``(x - mean) / sqrt(var + eps) * weight + bias``.
 
     The variance is the biased one (divide by ``d_model``, not ``d_model - 1``) and ``eps`` sits
-    inside the square root, exactly as ``nn.LayerNorm``. Statistics are per token, so the result
-    does not depend on the batch, on padding elsewhere in the batch, or on train/eval mode.
-
-    The computation is PyTorch's fused ``F.layer_norm``; chapter 6 writes the formula and its
-    gradient out by hand and proves them equal to it, the tests compare with ``nn.LayerNorm``.
+    inside the square root, as in ``nn.LayerNorm``. Statistics are per token, so the result does not
+    depend on the batch or on train/eval mode. The computation is PyTorch's fused ``F.layer_norm``;
+    chapter 6 writes the formula and its gradient out and proves them equal to it.
 
     Shape:
         x: ``(..., d_model)``; output: same shape.
@@ -42,8 +40,7 @@ class LayerNorm(nn.Module):
 class RMSNorm(nn.Module):
     """Scale each vector by the inverse of its root mean square: ``x / sqrt(mean(x^2) + eps) * weight``.
 
-    No centring and no bias (Zhang and Sennrich, 2019). The computation is PyTorch's ``F.rms_norm``;
-    chapter 15 writes the formula out and the tests compare this module with ``nn.RMSNorm``.
+    No centring and no bias (Zhang and Sennrich, 2019). The computation is PyTorch's ``F.rms_norm``.
 
     Shape:
         x: ``(..., d_model)``; output: same shape.

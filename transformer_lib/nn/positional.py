@@ -1,9 +1,7 @@
 """Positional encoding (位置编码): the paper's sinusoidal table, a learned table, rotary embeddings.
 
-The first two are *added* to the token embeddings (:class:`~.PositionalEncoding`,
-:class:`~.LearnedPositionalEmbedding`). Rotary embeddings (:class:`~.RotaryEmbedding`, 旋转位置编码)
-rotate queries and keys inside every self-attention instead, so the model's input gets
-:class:`~.NoPositionalEncoding` (dropout only). :func:`~.make_positional` picks by name.
+The first two are *added* to the token embeddings; rotary embeddings (旋转位置编码) rotate queries
+and keys inside every self-attention instead, so the model's input gets :class:`~.NoPositionalEncoding`.
 """
 
 from __future__ import annotations
@@ -18,11 +16,7 @@ from ..validation import check_positive_int, check_probability
 
 
 def _angles(max_len: int, width: int) -> Tensor:
-    """``theta[p, i] = p / 10000^(2i / width)`` in float64, the angles of both the sinusoidal table and RoPE.
-
-    Shape:
-        output: ``(max_len, width / 2)``.
-    """
+    """``theta[p, i] = p / 10000^(2i / width)`` in float64, shape ``(max_len, width / 2)``: for both tables and RoPE."""
     position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
     inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, width, 2, dtype=torch.float64) / width)  # (width / 2,)
     return position * inv_freq  # (max_len, width / 2)
@@ -32,8 +26,7 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     """Build the table ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(p / 10000^(2i/d))``.
 
     Each pair of columns ``(2i, 2i+1)`` is a sine/cosine of the position at one frequency; the
-    wavelengths grow geometrically from ``2*pi`` to ``10000 * 2*pi``. Values lie in ``[-1, 1]``.
-    ``max_len`` is the number of rows; ``d_model`` must be even so that sines and cosines pair up.
+    wavelengths grow geometrically from ``2*pi`` to ``10000 * 2*pi``.
 
     Shape:
         output: ``(max_len, d_model)``, float32.
@@ -47,8 +40,14 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     return table.flatten(-2).to(torch.float32)  # columns sin, cos, sin, cos, ...
 
 
+def _check_length(length: int, max_len: int, what: str) -> None:
+    if length > max_len:
+        message = f"sequence length {length} exceeds max_len={max_len} of the {what}"
+        raise ValueError(f"{message}; build the model with a larger max_len")
+
+
 class _InputPositions(nn.Module):
-    """What the model's three input modules share: the width, the longest sequence, the dropout, the checks."""
+    """What the model's three input modules share: the width, ``max_len``, the dropout, the checks."""
 
     what = "positional encoding"
 
@@ -63,23 +62,14 @@ class _InputPositions(nn.Module):
             raise ValueError(f"x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
         if isinstance(offset, bool) or not isinstance(offset, (int, torch.SymInt)) or offset < 0:
             raise ValueError(f"offset must be a non-negative int, got {offset!r}")
-        if offset + x.size(1) > self.max_len:
-            raise ValueError(
-                f"sequence length {offset + x.size(1)} exceeds max_len={self.max_len} of the {self.what}; "
-                f"build the model with a larger max_len"
-            )
+        _check_length(offset + x.size(1), self.max_len, self.what)
 
 
 class PositionalEncoding(_InputPositions):
-    """Add the sinusoidal table to a sequence of vectors, then apply dropout.
+    """Add the sinusoidal table to a sequence of vectors, then apply dropout (the paper uses 0.1).
 
     The table is a non-persistent buffer: it follows ``.to(device)`` and is not saved in
     checkpoints (it is a function of ``max_len`` and ``d_model``, not a learned weight).
-
-    Args:
-        d_model: width of the vectors.
-        dropout: dropout probability applied to the sum (the paper uses 0.1).
-        max_len: longest sequence accepted.
 
     Shape:
         x: ``(B, T, d_model)``, the positions ``offset .. offset + T - 1`` (``offset + T <= max_len``;
@@ -102,11 +92,9 @@ class LearnedPositionalEmbedding(_InputPositions):
     """A trained table of position vectors (可学习位置编码), added like the sinusoidal one.
 
     Row ``p`` of an ``nn.Embedding(max_len, d_model)`` is the vector of position ``p`` (as in BERT and
-    GPT-2). It costs ``max_len * d_model`` parameters and knows nothing about positions it never
-    saw in training (rows beyond the longest training sequence stay at their random start). The
-    rows start as ``N(0, 1/2)``, the mean square of the sinusoidal table's entries, so swapping one
-    table for the other keeps the balance between token and position at initialisation.
-    Arguments and shapes as :class:`~.PositionalEncoding` (``max_len`` is the number of rows).
+    GPT-2); rows beyond the longest training sequence stay at their random start. The rows start as
+    ``N(0, 1/2)``, the mean square of the sinusoidal table's entries, so swapping one table for the
+    other keeps the balance between token and position. Shapes as :class:`~.PositionalEncoding`.
     """
 
     what = "learned positional embedding"
@@ -124,25 +112,18 @@ class LearnedPositionalEmbedding(_InputPositions):
 
 
 class NoPositionalEncoding(_InputPositions):
-    """Dropout only, with the same length check: the model's input when positions enter inside attention.
-
-    With rotary embeddings (:class:`~.RotaryEmbedding`) nothing is added to the token embeddings; the
-    embedding dropout of the paper stays. Arguments and shapes as :class:`~.PositionalEncoding`.
-    """
+    """Dropout only, with the same length check: the model's input under :class:`~.RotaryEmbedding`."""
 
     what = "rotary positional encoding"
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        """Return ``dropout(x)`` after checking that the positions fit in ``max_len``."""
+        """Return ``dropout(x)``."""
         self._check(x, offset)
         return self.dropout(x)
 
 
 def rotary_tables(max_len: int, d_k: int, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
     """Cosines and sines of the rotary angles ``theta[p, i] = p / 10000^(2i/d_k)``, computed in float64.
-
-    The frequencies are those of :func:`~.sinusoidal_table` for a width of ``d_k``: feature pair
-    ``(2i, 2i+1)`` of a query or key at position ``p`` is rotated by the angle ``theta[p, i]``.
 
     Shape:
         outputs: two ``(max_len, d_k / 2)``, in ``dtype``.
@@ -174,11 +155,8 @@ class RotaryEmbedding(nn.Module):
     Feature pair ``i`` of the query (or key) of position ``p`` is rotated by the angle
     ``p * w_i`` with ``w_i = 10000^(-2i/d_k)``. Because rotations compose, the dot product of a
     rotated query at position ``m`` and a rotated key at position ``n`` is
-    ``q^T R(m)^T R(n) k = q^T R(n - m) k``: attention scores depend on the positions only through
-    the offset ``n - m``. Nothing is added to the embeddings and nothing is learned; one module
-    serves every self-attention of a model. ``d_k`` is the (even) head width, ``max_len`` the
-    number of positions. The cosine and sine tables are non-persistent float32 buffers; a float64
-    input gets them recomputed in float64, so that the rotation is orthogonal to float64 precision.
+    ``q^T R(m)^T R(n) k = q^T R(n - m) k``: scores depend on the positions only through ``n - m``.
+    Nothing is learned; one module serves every self-attention of a model.
 
     Shape:
         x: ``(B, H, T, d_k)``, positions ``offset .. offset + T - 1``; output: same shape.
@@ -196,15 +174,11 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("sin", sin, persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        """Rotate ``x`` (queries or keys of positions ``offset ..``); see the class docstring."""
+        """Rotate ``x`` (queries or keys of positions ``offset ..``)."""
         if x.size(-1) != self.d_k:
             raise ValueError(f"x must have last dimension d_k={self.d_k}, got shape {tuple(x.shape)}")
         length = x.size(-2)
-        if offset + length > self.max_len:
-            raise ValueError(
-                f"sequence length {offset + length} exceeds max_len={self.max_len} of the rotary "
-                f"embedding; build the model with a larger max_len"
-            )
+        _check_length(offset + length, self.max_len, "rotary embedding")
         if x.dtype == torch.float64:  # recomputed: the float32 buffers would cap the precision
             cos, sin = (t[offset:].to(x.device) for t in rotary_tables(offset + length, self.d_k, torch.float64))
         else:
@@ -217,11 +191,7 @@ Positional = Literal["sinusoidal", "learned", "rope"]
 
 
 def make_positional(kind: Positional, d_model: int, dropout: float = 0.0, max_len: int = 5000) -> _InputPositions:
-    """The model's input positional module for ``TransformerConfig.positional == kind``.
-
-    ``"sinusoidal"`` -> :class:`~.PositionalEncoding`, ``"learned"`` -> :class:`~.LearnedPositionalEmbedding`,
-    ``"rope"`` -> :class:`~.NoPositionalEncoding` (the rotation happens in self-attention).
-    """
+    """The model's input positional module for ``TransformerConfig.positional == kind``."""
     modules = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEmbedding, "rope": NoPositionalEncoding}
     if kind not in modules:
         raise ValueError(f"positional={kind!r} is not one of {list(get_args(Positional))}")

@@ -1,9 +1,7 @@
 """The copy task (复制任务): train a Transformer to copy random sequences, until every held-out one is exact.
 
-The data (token ids, batches, the held-out set) lives in :mod:`transformer_lib.data.copy`; this
-module holds the task's model, its training settings and its measure, exact match under greedy
-decoding. It trains in seconds on a CPU, so it is the book's first end-to-end check that the
-model, the training loop and decoding fit together.
+The data lives in :mod:`transformer_lib.data.copy`; here are the task's model, its training settings
+and its measure, exact match under greedy decoding.
 """
 
 from __future__ import annotations
@@ -19,54 +17,17 @@ from torch import Tensor
 from ..checkpoint import save_checkpoint
 from ..config import TransformerConfig
 from ..data.batching import Batch
-from ..data.copy import (
-    BOS_ID,
-    EOS_ID,
-    FIRST_SYMBOL,
-    HELD_OUT_SEED,
-    NUM_SYMBOLS,
-    PAD_ID,
-    SEQ_LEN,
-    VOCAB_SIZE,
-    copy_batch,
-    copy_batches,
-    copy_targets,
-    held_out_sequences,
-    random_sequences,
-)
+from ..data.copy import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, copy_batches, copy_targets, held_out_sequences
 from ..decoding import greedy_decode
 from ..model import Transformer
 from ..runtime import pick_device, set_seed
-from ..training import TrainConfig, TrainResult, train
+from ..training import TrainConfig, train
 from ..training.distributed import is_main_process
 from ..validation import check_positive_int
 
-__all__ = [
-    "BOS_ID",
-    "EOS_ID",
-    "FIRST_SYMBOL",
-    "HELD_OUT_SEED",
-    "NUM_SYMBOLS",
-    "PAD_ID",
-    "SEQ_LEN",
-    "VOCAB_SIZE",
-    "CopyTaskSettings",
-    "copy_batch",
-    "copy_batches",
-    "copy_exact_match",
-    "copy_model_config",
-    "copy_targets",
-    "held_out_sequences",
-    "random_sequences",
-    "run_copy_task",
-]
-
 
 def copy_exact_match(model: Transformer, sequences: Tensor, batch_size: int = 1000, use_cache: bool = True) -> float:
-    """Fraction of ``sequences`` that greedy decoding copies exactly (``bos s_1 .. s_L eos``).
-
-    A row counts only if every token, the final ``eos`` included, is right.
-    """
+    """Fraction of ``sequences`` that greedy decoding copies exactly, ``bos s_1 .. s_L eos`` with every token right."""
     check_positive_int("batch_size", batch_size)
     device = next(model.parameters()).device
     sequences = sequences.to(device)
@@ -83,23 +44,10 @@ def copy_exact_match(model: Transformer, sequences: Tensor, batch_size: int = 10
 
 
 def copy_model_config(**overrides: Any) -> TransformerConfig:
-    """The model the library trains on the copy task (see :class:`~.CopyTaskSettings` for why)."""
-    base = {
-        "src_vocab_size": VOCAB_SIZE,
-        "tgt_vocab_size": VOCAB_SIZE,
-        "d_model": 64,
-        "num_heads": 4,
-        "num_encoder_layers": 1,
-        "num_decoder_layers": 1,
-        "d_ff": 128,
-        "dropout": 0.0,
-        "max_len": 64,
-        "norm_first": True,
-        "tie_embeddings": True,
-        "pad_id": PAD_ID,
-    }
-    base.update(overrides)
-    return TransformerConfig(**base)
+    """The model the library trains on the copy task (see :class:`~.CopyTaskSettings` for why); tied embeddings."""
+    sizes = dict(src_vocab_size=VOCAB_SIZE, tgt_vocab_size=VOCAB_SIZE, d_model=64, num_heads=4, d_ff=128, max_len=64)
+    rest = dict(num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, norm_first=True, pad_id=PAD_ID)
+    return TransformerConfig(**{**sizes, **rest, **overrides})
 
 
 @dataclass(frozen=True)
@@ -108,12 +56,8 @@ class CopyTaskSettings:
 
     The copy task has no noise to regularise against, so dropout and label smoothing are off
     (label smoothing would also keep the loss from reaching 0). Pre-LN trains stably at a higher
-    peak learning rate with a short warm-up. These values were tuned for the time to 100% on
-    a 2-core CPU (``benchmarks/copy_task.py`` compares them with a
-    plain ``nn.Transformer``).
-
-    ``batch_size`` and ``grad_accum`` are per process: under ``torchrun`` with ``W`` processes an
-    optimizer step sees ``W * grad_accum * batch_size`` sequences.
+    peak learning rate with a short warm-up. Tuned for the time to 100% on a 2-core CPU
+    (``benchmarks/copy_task.py``). ``batch_size`` and ``grad_accum`` are per process.
     """
 
     batch_size: int = 64
@@ -123,6 +67,10 @@ class CopyTaskSettings:
     max_steps: int = 3000
     eval_every: int = 50
     label_smoothing: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "grad_accum", "max_steps", "eval_every"):
+            check_positive_int(name, getattr(self, name))
 
 
 def run_copy_task(
@@ -138,25 +86,19 @@ def run_copy_task(
 ) -> dict[str, Any]:
     """Train a Transformer to copy until greedy decoding copies every held-out sequence, or ``max_steps``.
 
-    Every ``eval_every`` optimizer steps the model greedily decodes the ``held_out`` fixed
-    sequences (:func:`~.held_out_sequences`); training stops at the first evaluation with 100%
-    exact match. ``device`` may be ``"auto"``.
+    Every ``eval_every`` optimizer steps the model greedily decodes the ``held_out`` fixed sequences
+    (:func:`~.held_out_sequences`); training stops at the first evaluation with 100% exact match.
+    ``device`` may be ``"auto"``. With ``save_path``, rank 0 saves the model (:func:`~.save_checkpoint`).
 
-    Returns a JSON-serialisable dict: ``exact_match`` (0..1, at the last evaluation), ``steps``,
-    ``train_seconds`` (training steps only; evaluation excluded), ``wall_seconds`` (everything,
-    model building and evaluation included), ``device``, ``params``, ``seed``, ``reached``
-    (whether 100% was reached), ``settings`` and ``model`` (the configuration used), and
-    ``eval_history``, ``world_size`` and ``global_batch_size`` (sequences per optimizer step, all
-    processes together). With ``save_path``, the trained model is saved there with
-    :func:`~.save_checkpoint`.
-
-    Under ``torchrun`` (after :func:`~.init_distributed`, as
-    ``python -m transformer_lib copy`` does), every rank runs this function: the ranks draw the
-    same stream of batches and :func:`~.train` gives each one its share;
-    every rank evaluates the held-out set and only rank 0 saves the model.
+    Returns a JSON-serialisable dict: ``exact_match`` (at the last evaluation), ``reached`` (100%),
+    ``train_seconds`` (training steps only), ``wall_seconds`` (everything), the settings and model
+    configuration used, and ``global_batch_size`` (sequences per optimizer step, all processes).
+    Under ``torchrun`` every rank runs this function: the ranks draw the same stream of batches and
+    :func:`~.train` gives each one its share.
     """
     wall_start = time.perf_counter()
-    settings = _resolve_settings(settings, max_steps, eval_every)
+    given = {"max_steps": max_steps, "eval_every": eval_every}
+    settings = replace(settings or CopyTaskSettings(), **{k: v for k, v in given.items() if v is not None})
     check_positive_int("held_out", held_out)
     device = pick_device(device) if isinstance(device, str) else torch.device(device)
     set_seed(seed)
@@ -171,25 +113,27 @@ def run_copy_task(
         return {"exact_match": copy_exact_match(m, sequences)}
 
     result = train(model, data, _train_config(settings, seed, progress), device, evaluate=evaluate)
+    exact = result.last_eval.get("exact_match", 0.0)
     if save_path is not None and is_main_process():
-        _save_copy_model(model, save_path, result)
-    summary = {"wall_seconds": time.perf_counter() - wall_start, "device": str(device), "seed": seed}
-    return _summary(model, settings, result, summary)
-
-
-def _resolve_settings(
-    settings: CopyTaskSettings | None, max_steps: int | None, eval_every: int | None
-) -> CopyTaskSettings:
-    """The settings with ``max_steps`` and ``eval_every`` applied over them, checked."""
-    settings = settings or CopyTaskSettings()
-    if max_steps is not None:
-        settings = replace(settings, max_steps=max_steps)
-    if eval_every is not None:
-        settings = replace(settings, eval_every=eval_every)
-    check_positive_int("max_steps", settings.max_steps)
-    check_positive_int("eval_every", settings.eval_every)
-    check_positive_int("grad_accum", settings.grad_accum)
-    return settings
+        ids = {"pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID}
+        save_checkpoint(model, save_path, task="copy", **ids, steps=result.steps, exact_match=exact)
+    return {
+        "task": "copy",
+        "exact_match": exact,
+        "reached": exact == 1.0,
+        "steps": result.steps,
+        "train_seconds": result.train_seconds,
+        "wall_seconds": time.perf_counter() - wall_start,
+        "device": str(device),
+        "params": model.num_parameters(),
+        "seed": seed,
+        "threads": torch.get_num_threads(),
+        "world_size": result.world_size,
+        "global_batch_size": settings.batch_size * settings.grad_accum * result.world_size,
+        "settings": asdict(settings),
+        "model": model.config.to_dict(),
+        "eval_history": result.eval_history,
+    }
 
 
 def _train_config(settings: CopyTaskSettings, seed: int, progress: bool) -> TrainConfig:
@@ -207,32 +151,3 @@ def _train_config(settings: CopyTaskSettings, seed: int, progress: bool) -> Trai
         seed=seed,
         progress=progress,
     )
-
-
-def _save_copy_model(model: Transformer, path: str, result: TrainResult) -> None:
-    exact = result.last_eval.get("exact_match", 0.0)
-    ids = {"pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID}
-    save_checkpoint(model, path, task="copy", **ids, steps=result.steps, exact_match=exact)
-
-
-def _summary(
-    model: Transformer, settings: CopyTaskSettings, result: TrainResult, extra: dict[str, Any]
-) -> dict[str, Any]:
-    exact = result.last_eval.get("exact_match", 0.0)
-    return {
-        "task": "copy",
-        "exact_match": exact,
-        "reached": exact == 1.0,
-        "steps": result.steps,
-        "train_seconds": result.train_seconds,
-        "wall_seconds": extra["wall_seconds"],
-        "device": extra["device"],
-        "params": model.num_parameters(),
-        "seed": extra["seed"],
-        "threads": torch.get_num_threads(),
-        "world_size": result.world_size,
-        "global_batch_size": settings.batch_size * settings.grad_accum * result.world_size,
-        "settings": asdict(settings),
-        "model": model.config.to_dict(),
-        "eval_history": result.eval_history,
-    }

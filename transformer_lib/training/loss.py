@@ -1,11 +1,4 @@
-"""The loss of teacher-forced training, and the validation loss: cross-entropy over non-padding tokens.
-
-Every function here reads a batch through one small protocol: :func:`~.batch_logits` calls
-``model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)``, which is how
-:class:`~.Transformer` takes a :class:`~.Batch`.
-A model with another signature (PyTorch's ``nn.Transformer``, a chapter's own module) passes
-``forward=``, a callable ``(model, batch) -> logits (B, T, V)``.
-"""
+"""The loss of teacher-forced training, and the validation loss: cross-entropy over non-padding tokens."""
 
 from __future__ import annotations
 
@@ -17,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..data.batching import Batch
+from ..eval_mode import eval_mode
 
 BatchForward = Callable[[nn.Module, Batch], Tensor]
 """``(model, batch) -> logits (B, T, V)``: how a model reads a batch (see :func:`~.batch_logits`)."""
@@ -34,13 +28,12 @@ def batch_logits(model: nn.Module, batch: Batch) -> Tensor:
 def sequence_loss(
     logits: Tensor, target: Tensor, pad_id: int, label_smoothing: float = 0.0, reduction: str = "mean"
 ) -> Tensor:
-    """Cross-entropy of ``logits`` against ``target``, ignoring padding positions.
+    """Cross-entropy of ``logits`` against ``target``, ignoring padding positions, computed in float32.
 
     With label smoothing ``eps`` over ``K`` classes, each target position contributes
     ``(1 - eps) * (-log p_y) + eps / K * sum_k (-log p_k)`` (``F.cross_entropy``'s definition:
-    the ``eps`` mass is spread over all ``K`` classes, the true one included). ``"mean"`` averages
-    over non-padding positions; ``"sum"`` adds them up. The loss is computed in float32 whatever
-    the dtype of ``logits``.
+    the true class gets a share of ``eps`` too). ``"mean"`` averages over the non-padding
+    positions; ``"sum"`` adds them up.
 
     Shape:
         logits: ``(B, T, V)``; target: ``(B, T)``; output: scalar.
@@ -50,8 +43,6 @@ def sequence_loss(
             f"logits must be (B, T, V) and target (B, T) with the same B, T; got {tuple(logits.shape)} "
             f"and {tuple(target.shape)}"
         )
-    if reduction not in ("mean", "sum"):
-        raise ValueError(f"reduction={reduction!r} must be 'mean' or 'sum'")
     return F.cross_entropy(
         logits.float().flatten(0, 1),  # (B, T, V) -> (B*T, V)
         target.flatten(),  # (B, T) -> (B*T,)
@@ -61,30 +52,21 @@ def sequence_loss(
     )
 
 
-@torch.no_grad()
 def evaluate_loss(
     model: nn.Module,
     batches: Iterable[Batch],
     device: torch.device | str | None = None,
     forward: BatchForward = batch_logits,
 ) -> dict[str, float]:
-    """Mean negative log-likelihood per target token (no label smoothing) and its perplexity.
-
-    Runs in eval mode (no dropout) and restores the model's mode afterwards.
-    Returns ``{"loss": nll, "perplexity": exp(nll), "tokens": n}``.
-    """
+    """Mean negative log-likelihood per target token, unsmoothed: ``{"loss", "perplexity", "tokens"}``."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     total, tokens = 0.0, 0
-    try:
+    with eval_mode(model):
         for batch in batches:
             batch = batch.to(device)
             logits = forward(model, batch)  # (B, T, V)
             total += float(sequence_loss(logits, batch.tgt_out, batch.pad_id, reduction="sum"))
             tokens += batch.num_tokens
-    finally:
-        model.train(was_training)
     if tokens == 0:
         raise ValueError("evaluate_loss got no target tokens (empty data or only padding)")
     nll = total / tokens

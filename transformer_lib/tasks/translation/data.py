@@ -1,24 +1,26 @@
-"""Step 1 of the translation pipeline: the profile's slices of Multi30k, a joint tokenizer, token ids.
-
-The tokenizer is learnt on the **training split only**; the validation split is cut once into
-fixed batches for the validation loss. Under ``torchrun``, rank 0 learns the tokenizer and sends it
-to the other ranks, so that every rank uses exactly the same vocabulary.
-"""
+"""Step 1 of the translation pipeline: the configured slices of Multi30k, a joint tokenizer, token ids."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ...data.batching import Batch, token_batches
 from ...data.tokenizer import BPETokenizer, train_translation_tokenizer
 from ...training.distributed import broadcast_object, is_distributed, is_main_process
-from .profiles import TranslationProfile
+from .profiles import DataConfig
 
 TASK = "translation"
 SOURCE_LANGUAGE, TARGET_LANGUAGE = "de", "en"
 TEST_SPLIT = "test_2016_flickr"
 Pair = tuple[str, str]
+
+
+def checkpoint_metadata(tokenizer: BPETokenizer, decoding: dict[str, Any]) -> dict[str, Any]:
+    """What a translation model file records besides its weights, so that ``translate`` can use it."""
+    languages = {"source_language": SOURCE_LANGUAGE, "target_language": TARGET_LANGUAGE}
+    return {"task": TASK, **languages, "tokenizer": tokenizer.to_json_str(), "decoding": decoding}
 
 
 def encode_pairs(tokenizer: BPETokenizer, pairs: Sequence[Pair]) -> list[tuple[list[int], list[int]]]:
@@ -30,14 +32,8 @@ def encode_pairs(tokenizer: BPETokenizer, pairs: Sequence[Pair]) -> list[tuple[l
 
 @dataclass
 class TranslationData:
-    """What a translation run trains on.
-
-    Attributes:
-        tokenizer: the joint BPE tokenizer, learnt on ``train_pairs`` only.
-        train_pairs, val_pairs, test_pairs: the profile's slice of the training split, the whole
-            validation split and the profile's slice of ``test_2016_flickr``.
-        train_ids: ``train_pairs`` as token ids (:func:`~.encode_pairs`).
-        val_batches: the validation split as fixed batches of at most ``max_tokens`` per side.
+    """What a translation run trains on: the configured slices of the training and test splits, the
+    whole validation split (as fixed batches too), and the tokenizer learnt on ``train_pairs`` only.
     """
 
     tokenizer: BPETokenizer
@@ -47,31 +43,19 @@ class TranslationData:
     train_ids: list[tuple[list[int], list[int]]]
     val_batches: list[Batch]
 
-    @property
-    def special_ids(self) -> tuple[int, int, int]:
-        """``(pad_id, bos_id, eos_id)`` of the tokenizer."""
-        return self.tokenizer.pad_id, self.tokenizer.bos_id, self.tokenizer.eos_id
 
+def prepare_translation_data(data: dict[str, list[Pair]], config: DataConfig) -> TranslationData:
+    """Slice ``data`` (``{split: [(german, english), ...]}``) as ``config`` says, learn the tokenizer, encode.
 
-def shared_tokenizer(train_pairs: Sequence[Pair], vocab_size: int) -> BPETokenizer:
-    """The joint tokenizer of ``train_pairs``; under ``torchrun`` learnt by rank 0 and sent to the others."""
+    Under ``torchrun`` rank 0 learns the tokenizer and sends it to the others: one vocabulary.
+    """
+    train_pairs = data["train"][: config.train_limit]
     if not is_distributed():
-        return train_translation_tokenizer(train_pairs, vocab_size=vocab_size)
-    learnt = train_translation_tokenizer(train_pairs, vocab_size) if is_main_process() else None
-    return BPETokenizer.from_json_str(broadcast_object(learnt.to_json_str() if learnt is not None else None))
-
-
-def prepare_translation_data(data: dict[str, list[Pair]], profile: TranslationProfile) -> TranslationData:
-    """Slice ``data`` (``{split: [(german, english), ...]}``) for ``profile``, learn the tokenizer, encode."""
-    train_pairs = data["train"][: profile.train_limit]
-    tokenizer = shared_tokenizer(train_pairs, profile.vocab_size)
+        tokenizer = train_translation_tokenizer(train_pairs, vocab_size=config.vocab_size)
+    else:
+        learnt = train_translation_tokenizer(train_pairs, config.vocab_size) if is_main_process() else None
+        tokenizer = BPETokenizer.from_json_str(broadcast_object(learnt.to_json_str() if learnt else None))
     special = (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
-    val_ids = encode_pairs(tokenizer, data["val"])
-    return TranslationData(
-        tokenizer=tokenizer,
-        train_pairs=train_pairs,
-        val_pairs=data["val"],
-        test_pairs=data[TEST_SPLIT][: profile.test_limit],
-        train_ids=encode_pairs(tokenizer, train_pairs),
-        val_batches=token_batches(val_ids, profile.max_tokens, *special, shuffle=False),
-    )
+    val_batches = token_batches(encode_pairs(tokenizer, data["val"]), config.max_tokens, *special, shuffle=False)
+    test_pairs, train_ids = data[TEST_SPLIT][: config.test_limit], encode_pairs(tokenizer, train_pairs)
+    return TranslationData(tokenizer, train_pairs, data["val"], test_pairs, train_ids, val_batches)

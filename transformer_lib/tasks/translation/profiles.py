@@ -1,226 +1,202 @@
-"""How big a translation model is and how long it trains: the ``smoke``, ``cpu`` and ``gpu`` profiles."""
+"""A translation run as one configuration tree; the ``smoke``, ``cpu`` and ``gpu`` profiles are instances of it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from ...config import TransformerConfig
+from ...config import TransformerConfig, _check_field
 from ...data.tokenizer import BPETokenizer
+from ...decoding import DecodeConfig
 from ...training import TrainConfig
-from ...validation import check_positive_int
+
+SECTIONS = ("model", "train", "decode", "data")
+VOCABULARY_FIELDS = ("src_vocab_size", "tgt_vocab_size")  # set by data.vocab_size, not on their own
 
 
 @dataclass(frozen=True)
-class TranslationProfile:
-    """Model size, training schedule and evaluation settings of one translation run.
+class DataConfig:
+    """What a translation run reads.
 
     Attributes:
-        name: ``"smoke"``, ``"cpu"`` or ``"gpu"``.
-        train_limit: use the first ``train_limit`` training pairs (``None``: all 29,000).
-        test_limit: translate the first ``test_limit`` test pairs (``None``: all 1,000).
-        vocab_size: size of the joint BPE vocabulary.
-        d_model, num_heads, num_encoder_layers, num_decoder_layers, d_ff, dropout, norm_first:
-            the :class:`~.TransformerConfig` fields of the model.
-        label_smoothing, lr, warmup_steps, schedule, amp: the :class:`~.TrainConfig`
-            fields of the same names (``amp="auto"``: what pays on the device).
-        max_tokens: padded tokens per side of each batch.
-        max_steps, max_epochs: stop after this many optimizer steps / passes over the data.
-        time_budget_s: stop once training steps have taken this many seconds (``None``: no limit);
-            validation and decoding do not count. A ``"linear"`` schedule reaches zero at the end of
-            this budget or of ``max_steps``, whichever comes first.
-        eval_every: measure the validation loss (and keep a snapshot) every this many steps
-            (``None``: every epoch).
-        average_last: average the weights of the last this many snapshots (1: no averaging).
-        beam_size, length_penalty: beam search settings.
-        max_len_a, max_len_b: translations are cut at ``max_len_a * source_length + max_len_b`` tokens.
-        decode_batch_size: sentences translated at once.
+        train_limit, test_limit: use the first this many training / test pairs (``None``: all).
+        vocab_size: size of the joint BPE vocabulary learnt on the training pairs.
+        max_tokens: padded tokens per side of each batch (per process under ``torchrun``).
+    """
+
+    train_limit: int | None = None
+    test_limit: int | None = None
+    vocab_size: int = 8000
+    max_tokens: int = 4000
+
+    def __post_init__(self) -> None:
+        for name, kind in get_type_hints(DataConfig).items():
+            _check_field(name, getattr(self, name), kind)  # positive ints (the limits: or None)
+
+
+@dataclass(frozen=True)
+class TranslationConfig:
+    """Everything one translation run is told: the ``model``, ``train``, ``decode`` and ``data`` sections.
+
+    The model's vocabulary sizes are ``data.vocab_size`` here, and the learnt tokenizer's size when
+    the model is built (:meth:`model_config`; a small corpus can give fewer tokens than asked).
+
+    Attributes:
+        average_last: average the weights of the last this many evaluations (1: no averaging).
         num_threads: CPU threads for PyTorch during the run (``None``: PyTorch's default). One
-            thread suits tiny models, and never slows to a crawl when other programs compete for
-            the cores (several threads then wait for each other).
-        model_overrides: more :class:`~.TransformerConfig` fields, applied over
-            the profile's (e.g. ``{"positional": "rope", "norm": "rmsnorm"}``; ``None``: none). Use
-            ``dataclasses.replace(translation_profile("smoke"), model_overrides={...})``.
+            thread suits tiny models, and never crawls when other programs compete for the cores.
     """
 
     name: str
-    train_limit: int | None
-    test_limit: int | None
-    vocab_size: int
-    d_model: int
-    num_heads: int
-    num_encoder_layers: int
-    num_decoder_layers: int
-    d_ff: int
-    dropout: float
-    norm_first: bool
-    label_smoothing: float
-    max_tokens: int
-    lr: float
-    warmup_steps: int
-    max_steps: int | None
-    max_epochs: int | None
-    time_budget_s: float | None
-    eval_every: int | None
-    average_last: int
-    beam_size: int
-    length_penalty: float
-    max_len_a: float = 1.5
-    max_len_b: int = 10
-    decode_batch_size: int = 128
-    amp: str = "none"
-    schedule: str = "noam"
+    model: TransformerConfig
+    train: TrainConfig
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    average_last: int = 1
     num_threads: int | None = None
-    model_overrides: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        hints = get_type_hints(TranslationConfig)
+        for name in SECTIONS:
+            if not isinstance(getattr(self, name), hints[name]):
+                raise TypeError(f"{name} must be a {hints[name].__name__}, got {type(getattr(self, name)).__name__}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name must be a non-empty str, got {self.name!r}")
+        for name in ("average_last", "num_threads"):
+            _check_field(name, getattr(self, name), hints[name])  # positive ints (num_threads: or None)
+        if self.model.pad_id != BPETokenizer.pad_id:
+            raise ValueError(
+                f"model.pad_id must be the tokenizer's pad id {BPETokenizer.pad_id}, got {self.model.pad_id}"
+            )
+        object.__setattr__(self, "model", self.model_config(self.data.vocab_size))
 
     def model_config(self, vocab_size: int) -> TransformerConfig:
-        """The model of this profile for a joint vocabulary of ``vocab_size`` ids (shared embeddings)."""
-        config = TransformerConfig(
-            src_vocab_size=vocab_size,
-            tgt_vocab_size=vocab_size,
-            d_model=self.d_model,
-            num_heads=self.num_heads,
-            num_encoder_layers=self.num_encoder_layers,
-            num_decoder_layers=self.num_decoder_layers,
-            d_ff=self.d_ff,
-            dropout=self.dropout,
-            norm_first=self.norm_first,
-            tie_embeddings=True,
-            share_embeddings=True,
-            pad_id=BPETokenizer.pad_id,
-            max_len=512,
-        )
-        if not self.model_overrides:
-            return config
-        return TransformerConfig.from_dict({**config.to_dict(), **self.model_overrides})  # unknown fields: ValueError
-
-    def train_config(self, seed: int, progress: bool = True) -> TrainConfig:
-        """The :class:`~.TrainConfig` of this profile."""
-        return TrainConfig(
-            max_steps=self.max_steps,
-            max_epochs=self.max_epochs,
-            time_budget_s=self.time_budget_s,
-            lr=self.lr,
-            warmup_steps=self.warmup_steps,
-            schedule=self.schedule,
-            label_smoothing=self.label_smoothing,
-            amp=self.amp,
-            eval_every=self.eval_every,
-            seed=seed,
-            progress=progress,
-        )
+        """The model for a joint vocabulary of ``vocab_size`` ids."""
+        return replace(self.model, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size)
 
 
-TRANSLATION_PROFILES: dict[str, TranslationProfile] = {
+def _model(**widths: Any) -> TransformerConfig:
+    """A translator: one matrix for both embeddings and the output layer, the tokenizer's padding id."""
+    vocab = dict.fromkeys(VOCABULARY_FIELDS, 2)  # replaced by data.vocab_size in TranslationConfig
+    return TransformerConfig(
+        **vocab, norm_first=True, tie_embeddings=True, share_embeddings=True, pad_id=BPETokenizer.pad_id, max_len=512,
+        **widths,
+    )  # fmt: skip
+
+
+# 2 CPU cores: 900 optimizer steps, or 30 minutes of training steps if that comes first. The
+# schedule was chosen on the validation split (results/translation-sweep.json: 400-step runs,
+# linear decay to zero beat the Noam schedule; peak 2e-3 after 300 warmup steps was best).
+_CPU = TranslationConfig(
+    name="cpu",
+    model=_model(d_model=256, num_heads=4, num_encoder_layers=3, num_decoder_layers=3, d_ff=1024, dropout=0.1),
+    train=TrainConfig(
+        max_steps=900, time_budget_s=30 * 60.0, lr=2e-3, warmup_steps=300, schedule="linear", amp="auto", eval_every=100
+    ),
+    decode=DecodeConfig(beam_size=4, length_penalty=1.0),
+    data=DataConfig(vocab_size=8000, max_tokens=4000),
+    average_last=3,
+)
+TRANSLATION_PROFILES: dict[str, TranslationConfig] = {
     # The tests: a slice of the data and a tiny model; proves the pipeline runs end to end in seconds.
-    "smoke": TranslationProfile(
+    "smoke": TranslationConfig(
         name="smoke",
-        train_limit=3000,
-        test_limit=100,
-        vocab_size=1000,
-        d_model=64,
-        num_heads=4,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        d_ff=128,
-        dropout=0.1,
-        norm_first=True,
-        label_smoothing=0.1,
-        max_tokens=1500,
-        lr=3e-3,
-        warmup_steps=20,
-        max_steps=60,
-        max_epochs=None,
-        time_budget_s=30.0,
-        eval_every=20,
+        model=_model(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=128, dropout=0.1),
+        train=TrainConfig(max_steps=60, time_budget_s=30.0, lr=3e-3, warmup_steps=20, eval_every=20),
+        decode=DecodeConfig(beam_size=4, length_penalty=0.6),
+        data=DataConfig(train_limit=3000, test_limit=100, vocab_size=1000, max_tokens=1500),
         average_last=2,
-        beam_size=4,
-        length_penalty=0.6,
         num_threads=1,
     ),
-    # 2 CPU cores: 900 optimizer steps, or 30 minutes of training steps if that comes first. The
-    # schedule was chosen on the validation split (results/translation-sweep.json: 400-step runs,
-    # linear decay to zero beat the Noam schedule; peak 2e-3 after 300 warmup steps was best).
-    "cpu": TranslationProfile(
-        name="cpu",
-        train_limit=None,
-        test_limit=None,
-        vocab_size=8000,
-        d_model=256,
-        num_heads=4,
-        num_encoder_layers=3,
-        num_decoder_layers=3,
-        d_ff=1024,
-        dropout=0.1,
-        norm_first=True,
-        label_smoothing=0.1,
-        max_tokens=4000,
-        lr=2e-3,
-        warmup_steps=300,
-        max_steps=900,
-        max_epochs=None,
-        time_budget_s=30 * 60.0,
-        eval_every=100,
-        average_last=3,
-        beam_size=4,
-        length_penalty=1.0,
-        amp="auto",
-        schedule="linear",
-    ),
-    # One GPU, sized for Colab's free T4 (16 GB, float16 tensor cores, no fast bfloat16): the base model's
-    # widths with 6 + 6 layers, 2,400 steps of about 8,000 tokens per side (about 40 epochs), a linear
-    # decay to the last step, and a 13-minute cap so that training, validation and decoding fit in 15
-    # minutes. amp="auto" picks float16 with a gradient scaler on a T4, bfloat16 on Ampere and later.
-    "gpu": TranslationProfile(
+    "cpu": _CPU,
+    # Colab's free T4 (16 GB, float16 tensor cores): the base model's widths, about 40 epochs, and a
+    # 13-minute cap so that training, validation and decoding fit in 15 minutes. amp="auto" picks
+    # float16 with a gradient scaler on a T4, bfloat16 on Ampere and later.
+    "gpu": replace(
+        _CPU,
         name="gpu",
-        train_limit=None,
-        test_limit=None,
-        vocab_size=8000,
-        d_model=512,
-        num_heads=8,
-        num_encoder_layers=6,
-        num_decoder_layers=6,
-        d_ff=2048,
-        dropout=0.3,
-        norm_first=True,
-        label_smoothing=0.1,
-        max_tokens=8000,
-        lr=1e-3,
-        warmup_steps=300,
-        max_steps=2400,
-        max_epochs=None,
-        time_budget_s=13 * 60.0,
-        eval_every=240,
+        model=_model(d_model=512, num_heads=8, num_encoder_layers=6, num_decoder_layers=6, d_ff=2048, dropout=0.3),
+        train=replace(_CPU.train, max_steps=2400, time_budget_s=13 * 60.0, lr=1e-3, eval_every=240),
+        decode=DecodeConfig(beam_size=5, length_penalty=1.0, batch_size=500),
+        data=replace(_CPU.data, max_tokens=8000),
         average_last=4,
-        beam_size=5,
-        length_penalty=1.0,
-        decode_batch_size=500,
-        amp="auto",
-        schedule="linear",
     ),
 }
 
 
 def translation_profile(
     name: str, max_steps: int | None = None, time_budget_s: float | None = None
-) -> TranslationProfile:
-    """The profile called ``name`` (``"smoke"``, ``"cpu"`` or ``"gpu"``).
-
-    With ``max_steps`` the run trains for exactly that many optimizer steps (a step budget): the
-    profile's time budget and epoch limit are lifted, so the result does not depend on the
-    machine's speed. With ``time_budget_s`` it trains for that many seconds of training steps (a
-    time budget): the step and epoch limits are lifted, and a linear schedule ends at the budget.
+) -> TranslationConfig:
+    """The profile called ``name``; a budget given (steps or seconds, not both) replaces all its limits, so
+    that a step budget gives a result independent of the machine's speed.
     """
     if name not in TRANSLATION_PROFILES:
         raise ValueError(f"profile={name!r} is not one of {list(TRANSLATION_PROFILES)}")
-    profile = TRANSLATION_PROFILES[name]
     if max_steps is not None and time_budget_s is not None:
         raise ValueError("give max_steps (a step budget) or time_budget_s (a time budget), not both")
-    if max_steps is not None:
-        check_positive_int("max_steps", max_steps)
-        return replace(profile, max_steps=max_steps, max_epochs=None, time_budget_s=None)
-    if time_budget_s is not None:
-        if isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float)) or not time_budget_s > 0:
-            raise ValueError(f"time_budget_s must be a positive number of seconds, got {time_budget_s!r}")
-        return replace(profile, max_steps=None, max_epochs=None, time_budget_s=float(time_budget_s))
-    return profile
+    profile = TRANSLATION_PROFILES[name]
+    if max_steps is None and time_budget_s is None:
+        return profile
+    limits = {"max_steps": max_steps, "max_epochs": None, "time_budget_s": time_budget_s}
+    return replace(profile, train=replace(profile.train, **limits))  # TrainConfig checks the budget
+
+
+def settable_fields(config: TranslationConfig) -> list[str]:
+    """Every dotted name :func:`apply_overrides` accepts, section by section."""
+    top = [f.name for f in fields(config) if f.name not in SECTIONS]
+    nested = [f"{s}.{f.name}" for s in SECTIONS for f in fields(getattr(config, s))]
+    return top + [name for name in nested if name.removeprefix("model.") not in VOCABULARY_FIELDS]
+
+
+def apply_overrides(config: TranslationConfig, settings: Sequence[str]) -> TranslationConfig:
+    """``config`` with each ``"SECTION.FIELD=VALUE"`` (``"FIELD=VALUE"`` at the top) applied in order, parsed
+    by the field's type (:func:`parse_value`) and checked by its section; a ``ValueError`` names a bad one.
+    """
+    for setting in settings:
+        path, sep, text = (part.strip() for part in setting.partition("="))
+        if not sep or not path:
+            raise ValueError(f"setting {setting!r} must look like SECTION.FIELD=VALUE, e.g. train.lr=2e-3")
+        section, _, name = path.rpartition(".")
+        if section and section not in SECTIONS:
+            raise ValueError(f"setting {setting!r}: unknown section {section!r}; the sections are {list(SECTIONS)}")
+        if path not in settable_fields(config):
+            where = f"section {section!r}" if section else "a translation config"
+            known = [p.partition(".")[2] or p for p in settable_fields(config) if p.rpartition(".")[0] == section]
+            raise ValueError(f"setting {setting!r}: {where} has no field {name!r}; it has {', '.join(known)}")
+        owner = getattr(config, section) if section else config
+        value = parse_value(path, text, get_type_hints(type(owner))[name])
+        try:  # the section checks the new value as when it is built
+            changed = replace(owner, **{name: value})
+            config = replace(config, **{section: changed}) if section else changed
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"setting {setting!r}: {error}") from None
+    return config
+
+
+def parse_value(path: str, text: str, kind: Any) -> Any:
+    """``text`` as a value of the annotated type ``kind``: ``int``, ``float``, ``str``, ``bool`` (true/false),
+    a ``Literal``'s choices, ``None`` for an optional field, ``a,b`` for a pair (``path`` names it in errors).
+    """
+    origin, args = get_origin(kind), get_args(kind)
+    if origin is Literal:
+        if text not in args:
+            raise ValueError(f"{path}={text!r} is not one of {list(args)}")
+        return text
+    if origin in (Union, types.UnionType):  # X | None
+        optional = next(a for a in args if a is not type(None))
+        return None if text in ("None", "none", "null") else parse_value(path, text, optional)
+    if origin is tuple:
+        parts = text.split(",")
+        if len(parts) != len(args):
+            raise ValueError(f"{path}={text!r} must be {len(args)} comma-separated values")
+        return tuple(parse_value(path, part.strip(), a) for part, a in zip(parts, args, strict=True))
+    if kind is bool:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"{path}={text!r} is not a bool (true or false)")
+        return text.lower() == "true"
+    try:
+        return kind(text)  # int, float or str
+    except ValueError:
+        raise ValueError(f"{path}={text!r} is not {'an int' if kind is int else 'a float'}") from None

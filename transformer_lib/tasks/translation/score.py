@@ -1,85 +1,72 @@
-"""Step 4 of the translation pipeline: translate the test set with greedy and beam search, score with sacreBLEU."""
+"""Step 4 of the translation pipeline (translate the test set, score it with sacreBLEU), and the whole pipeline."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
+from sacrebleu.metrics.bleu import BLEUScore
 from tqdm.auto import tqdm
 
 from ...data.tokenizer import BPETokenizer
-from ...decoding import beam_search, greedy_decode
+from ...decoding import DecodeConfig, beam_search, greedy_decode
+from ...eval_mode import eval_mode
 from ...model import Transformer
 from ...runtime import torch_threads
+from ...training.distributed import is_main_process
 from ...validation import check_positive_int
-from ..bleu import BleuScore, corpus_bleu
-from .train import TranslationRun
+from ..bleu import bleu_signature, corpus_bleu
+from .profiles import TranslationConfig
+from .results import save_translation, translation_summary
+from .train import TranslationRun, train_translation
 
 
-def _no_progress(progress: bool) -> bool:
-    """Whether to hide progress bars: asked to, or the ``TQDM_DISABLE`` environment variable is set."""
-    return not progress or os.environ.get("TQDM_DISABLE", "").lower() not in ("", "0", "false")
-
-
-@torch.no_grad()
 def translate(
     model: Transformer,
     tokenizer: BPETokenizer,
     sentences: Sequence[str],
     beam_size: int = 1,
-    length_penalty: float = 0.6,
-    batch_size: int = 128,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
+    length_penalty: float = DecodeConfig.length_penalty,
+    batch_size: int = DecodeConfig.batch_size,
+    max_len_a: float = DecodeConfig.max_len_a,
+    max_len_b: int = DecodeConfig.max_len_b,
     progress: bool = False,
 ) -> list[str]:
     """Translate German ``sentences`` into detokenized English text (greedy when ``beam_size == 1``).
 
-    Sentences are translated in batches of equal source length (no padding, and the same length
-    limit for every row, so batching does not change any translation) and returned in the order
-    given. Each translation is cut at ``max_len_a * source_tokens + max_len_b`` tokens.
+    Each translation is cut at ``max_len_a * source_tokens + max_len_b`` tokens; the defaults are
+    :class:`~.DecodeConfig`'s. ``progress``: a bar on stderr (tqdm's ``TQDM_DISABLE`` also hides it).
     """
     if isinstance(sentences, str):
         raise TypeError("sentences must be a list of str, not a single str (wrap it in a list)")
-    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    ids = tokenizer.encode_batch(list(sentences))
-    limit = model.config.max_len
-    ids = [row[: limit - 1] or [tokenizer.unk_id] for row in ids]  # the positional table's length
+    check_positive_int("beam_size", beam_size)
+    device, limit = next(model.parameters()).device, model.config.max_len
+    ids = [row[: limit - 1] or [tokenizer.unk_id] for row in tokenizer.encode_batch(list(sentences))]
     # Batches of sentences of one source length: no padding, and the same length limit for every
     # row, so each sentence gets exactly the translation it would get alone.
     by_length: dict[int, list[int]] = {}
     for i, row in enumerate(ids):
         by_length.setdefault(len(row), []).append(i)
     chunks = [
-        group[start : start + batch_size]
-        for _, group in sorted(by_length.items())
-        for start in range(0, len(group), batch_size)
+        group[k : k + batch_size] for _, group in sorted(by_length.items()) for k in range(0, len(group), batch_size)
     ]
-    out: list[str] = [""] * len(ids)
-    try:
-        for chunk in tqdm(chunks, desc="translating", unit="batch", file=sys.stderr, disable=_no_progress(progress)):
+    out, ends = [""] * len(ids), (tokenizer.bos_id, tokenizer.eos_id)
+    hide = {} if progress else {"disable": True}  # when shown, tqdm reads TQDM_DISABLE itself
+    with eval_mode(model):
+        for chunk in tqdm(chunks, desc="translating", unit="batch", file=sys.stderr, **hide):
             src = torch.tensor([ids[i] for i in chunk], dtype=torch.long, device=device)  # (B, S), no padding
-            width = src.size(1)
-            max_len = min(int(max_len_a * width + max_len_b), limit)
+            max_len = min(int(max_len_a * src.size(1) + max_len_b), limit)
             if beam_size == 1:
-                hyp = greedy_decode(model, src, max_len, tokenizer.bos_id, tokenizer.eos_id)  # (B, <= max_len)
+                hyp = greedy_decode(model, src, max_len, *ends)  # (B, <= max_len)
             else:
-                hyp = beam_search(
-                    model, src, beam_size, max_len, tokenizer.bos_id, tokenizer.eos_id, length_penalty=length_penalty
-                )  # (B, <= max_len)
+                hyp = beam_search(model, src, beam_size, max_len, *ends, length_penalty=length_penalty)
             for row, text in zip(chunk, tokenizer.decode_batch(hyp.tolist()), strict=True):
                 out[row] = text
-    finally:
-        model.train(was_training)
     return out
 
 
@@ -90,9 +77,6 @@ class TranslationEvaluation:
     Attributes:
         sources, references: the German sentences and their English reference translations.
         greedy, beam: the detokenized translations by greedy search and by beam search.
-        bleu_greedy, bleu_beam: their corpus :class:`~.BleuScore`.
-        beam_size, length_penalty: the beam search settings used.
-        greedy_seconds, beam_seconds: wall time of each decoding pass.
         threads: CPU threads PyTorch used while decoding.
     """
 
@@ -100,8 +84,8 @@ class TranslationEvaluation:
     references: list[str]
     greedy: list[str]
     beam: list[str]
-    bleu_greedy: BleuScore
-    bleu_beam: BleuScore
+    bleu_greedy: BLEUScore
+    bleu_beam: BLEUScore
     beam_size: int
     length_penalty: float
     greedy_seconds: float
@@ -110,8 +94,8 @@ class TranslationEvaluation:
 
     @property
     def signature(self) -> str:
-        """The sacreBLEU signature of both scores, which they share (how they were computed)."""
-        return self.bleu_greedy.signature
+        """The sacreBLEU signature of both scores (how they were computed)."""
+        return bleu_signature()
 
     def examples(self, count: int = 3) -> list[dict[str, str]]:
         """The first ``count`` sentences: ``source``, ``reference``, ``greedy`` and ``beam``."""
@@ -127,8 +111,8 @@ class TranslationEvaluation:
             "test_pairs": len(self.sources),
             "beam_size": self.beam_size,
             "length_penalty": self.length_penalty,
-            "brevity_penalty": round(self.bleu_greedy.brevity_penalty, 3),
-            "brevity_penalty_beam": round(self.bleu_beam.brevity_penalty, 3),
+            "brevity_penalty": round(self.bleu_greedy.bp, 3),
+            "brevity_penalty_beam": round(self.bleu_beam.bp, 3),
             "decode_seconds_greedy": round(self.greedy_seconds, 1),
             "decode_seconds_beam": round(self.beam_seconds, 1),
             "examples": self.examples(examples),
@@ -143,16 +127,10 @@ def evaluate_translation(
     progress: bool = True,
     threads: int | None = None,
 ) -> TranslationEvaluation:
-    """Step 4 of the pipeline: translate with greedy and beam search and score both with sacreBLEU.
+    """Translate ``pairs`` (default: ``run.test_pairs``) greedily and with beam search; score both with sacreBLEU.
 
-    Args:
-        run: what :func:`~.train_translation` returned.
-        pairs: ``(german, english)`` pairs to translate (default: ``run.test_pairs``, the
-            profile's slice of ``test_2016_flickr``).
-        beam_size, length_penalty: beam search settings (default: the profile's).
-        progress: progress bars on stderr.
-        threads: CPU threads for PyTorch while decoding (default: ``run.threads``); the previous
-            setting is restored afterwards.
+    ``beam_size`` and ``length_penalty`` default to the profile's ``decode`` section, ``threads``
+    (PyTorch's CPU threads while decoding, restored afterwards) to ``run.threads``.
     """
     if not isinstance(run, TranslationRun):
         raise TypeError(f"run must be a TranslationRun (what train_translation returns), got {type(run).__name__}")
@@ -162,32 +140,41 @@ def evaluate_translation(
             raise TypeError(f"pairs[{i}] must be a (german, english) pair of str, got {pair!r}")
     if not pairs:
         raise ValueError("pairs is empty: evaluate_translation needs at least one (german, english) pair")
-    prof = run.profile
-    beam_size = prof.beam_size if beam_size is None else beam_size
-    length_penalty = prof.length_penalty if length_penalty is None else length_penalty
-    check_positive_int("beam_size", beam_size)
-    if threads is not None:
-        check_positive_int("threads", threads)
-    sources = [de for de, _ in pairs]
-    references = [en for _, en in pairs]
-    decode = dict(batch_size=prof.decode_batch_size, max_len_a=prof.max_len_a, max_len_b=prof.max_len_b)
-    with torch_threads(threads if threads is not None else run.threads) as used_threads:
-        start = time.perf_counter()
-        greedy = translate(run.model, run.tokenizer, sources, beam_size=1, progress=progress, **decode)
-        greedy_seconds = time.perf_counter() - start
-        start = time.perf_counter()
-        beam = translate(run.model, run.tokenizer, sources, beam_size, length_penalty, progress=progress, **decode)
-        beam_seconds = time.perf_counter() - start
-    return TranslationEvaluation(
-        sources=sources,
-        references=references,
-        greedy=greedy,
-        beam=beam,
-        bleu_greedy=corpus_bleu(greedy, references),
-        bleu_beam=corpus_bleu(beam, references),
-        beam_size=beam_size,
-        length_penalty=length_penalty,
-        greedy_seconds=greedy_seconds,
-        beam_seconds=beam_seconds,
-        threads=used_threads,
-    )
+    settings = run.profile.decode
+    beam_size = settings.beam_size if beam_size is None else check_positive_int("beam_size", beam_size)
+    length_penalty = settings.length_penalty if length_penalty is None else length_penalty
+    threads = run.threads if threads is None else check_positive_int("threads", threads)
+    sources, references = [de for de, _ in pairs], [en for _, en in pairs]
+    decode = dict(length_penalty=length_penalty, batch_size=settings.batch_size, max_len_a=settings.max_len_a,
+                  max_len_b=settings.max_len_b, progress=progress)  # fmt: skip
+    outputs, seconds = [], []
+    with torch_threads(threads) as used:
+        for beam in (1, beam_size):  # greedy, then beam search
+            start = time.perf_counter()
+            outputs.append(translate(run.model, run.tokenizer, sources, beam, **decode))
+            seconds.append(time.perf_counter() - start)
+    scores = [corpus_bleu(hypotheses, references) for hypotheses in outputs]
+    return TranslationEvaluation(sources, references, *outputs, *scores, beam_size, length_penalty, *seconds, used)
+
+
+def run_translation(
+    data_dir: str | Path | None = None,
+    profile: str | TranslationConfig | None = None,
+    device: str | torch.device = "auto",
+    save: str | Path | None = None,
+    resume: bool = False,
+) -> dict[str, Any]:
+    """:func:`~.train_translation` (whose arguments these are), :func:`~.evaluate_translation` and
+    :func:`~.save_translation`; return :func:`~.translation_summary` (without test scores on ranks > 0).
+    """
+    wall_start = time.perf_counter()
+    run = train_translation(data_dir, profile, device, save=None, resume=resume)
+    if not is_main_process():
+        return translation_summary(run)
+    evaluation = evaluate_translation(run, progress=run.profile.train.progress)
+    wall_seconds = time.perf_counter() - wall_start
+    summary = translation_summary(run, evaluation, wall_seconds)
+    if save is not None:
+        save_translation(run, save, evaluation, wall_seconds)
+        summary["checkpoint"] = str(save)
+    return summary

@@ -1,6 +1,6 @@
 """Chapter 1's picture: a token embedding (词嵌入) is a table read by id, then scaled by sqrt(d_model).
 
-The figure shows the running example of :mod:`~transformer_lib.book.example`: the vocabulary of
+The figure shows the running example of :mod:`~transformer_book.example`: the vocabulary of
 "Two dogs play in the grass." (special tokens first), the table ``E`` of ``V x d_model`` numbers that
 :class:`~transformer_lib.TokenEmbedding` starts from, and the sentence's seven rows after the scale.
 Every entry is a coloured square on one colour scale, so the scale shows as stronger colours.
@@ -16,7 +16,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from torch import Tensor
 
-from ...nn.embedding import TokenEmbedding
+from transformer_lib.nn.embedding import TokenEmbedding
+
 from ..example import ENGLISH, encode, vocabulary
 from . import _style
 

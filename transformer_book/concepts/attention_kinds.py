@@ -5,7 +5,7 @@ padding; the decoder's masked self-attention (掩码自注意力) lets an Englis
 words before it (the lower triangle); cross-attention (交叉注意力) lets every English word see every
 German word, again except the padding: a ``T x S`` grid. The grids are the library's own masks
 (:func:`~transformer_lib.padding_mask`, :func:`~transformer_lib.causal_mask`) for the running
-example of :mod:`~transformer_lib.book.example`, with the German sentence padded as it would be in a
+example of :mod:`~transformer_book.example`, with the German sentence padded as it would be in a
 batch next to a longer one.
 """
 
@@ -17,7 +17,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from torch import Tensor
 
-from ...nn.masks import causal_mask, padding_mask
+from transformer_lib.nn.masks import causal_mask, padding_mask
+
 from ..example import ENGLISH, GERMAN, SPECIALS, encode, vocabulary, words
 from ._style import COLOURS, FONT, INK, SMALL, TITLE, canvas
 

@@ -1,6 +1,6 @@
 """Behaviour checks of the building blocks: what the output depends on, masks, positions, heads.
 
-See :mod:`transformer_lib.book.checks` for what a check is.
+See :mod:`transformer_book.checks` for what a check is.
 """
 
 from __future__ import annotations

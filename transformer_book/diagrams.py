@@ -21,7 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from ..config import TransformerConfig
+from transformer_lib.config import TransformerConfig
 
 __all__ = ["architecture_figure", "multi_head_figure", "save_svg"]
 

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ...training.schedule import noam_rate
+from transformer_lib.training.schedule import noam_rate
+
 from ._style import COLOURS, FONT, INK, MAX_WIDTH, MUTED, SMALL, TITLE
 
 __all__ = ["FIGURES", "noam_curve", "smoothed_target", "training_figure"]

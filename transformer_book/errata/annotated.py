@@ -1,7 +1,7 @@
 """Deliberately WRONG implementations (勘误): seven traps of *The Annotated Transformer*, and two
 correct helpers that let the same checks run on the library's real pipeline.
 
-See :mod:`transformer_lib.book.errata`. Every name that computes something wrong says so in its
+See :mod:`transformer_book.errata`. Every name that computes something wrong says so in its
 docstring, which starts with ``WRONG``.
 """
 
@@ -19,13 +19,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ...config import TransformerConfig
-from ...data.tokenizer import train_bpe_tokenizer
-from ...nn.feedforward import FeedForward
-from ...nn.multihead import MultiHeadAttention
-from ...nn.norms import LayerNorm
-from ...tasks.translation import prepare_translation_data, translation_profile
-from ...training import TrainConfig
+from transformer_lib.config import TransformerConfig
+from transformer_lib.data.tokenizer import train_bpe_tokenizer
+from transformer_lib.nn.feedforward import FeedForward
+from transformer_lib.nn.multihead import MultiHeadAttention
+from transformer_lib.nn.norms import LayerNorm
+from transformer_lib.tasks.translation import prepare_translation_data, translation_profile
+from transformer_lib.training import TrainConfig
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,8 +158,8 @@ def library_vocabulary(data: dict[str, list[tuple[str, str]]], vocab_size: int =
     on ``data`` (in place of the Multi30k files) with a vocabulary of ``vocab_size``, and returns
     its tokenizer's vocabulary. Nothing is trained.
     """
-    profile = replace(translation_profile("smoke"), vocab_size=vocab_size)
-    return prepare_translation_data(data, profile).tokenizer.tokenizer.get_vocab()
+    config = replace(translation_profile("smoke").data, vocab_size=vocab_size)
+    return prepare_translation_data(data, config).tokenizer.tokenizer.get_vocab()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..nn.multihead import MultiHeadAttention
+from transformer_lib.nn.multihead import MultiHeadAttention
 
 __all__ = ["AttentionRecorder", "record_attention"]
 

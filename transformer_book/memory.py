@@ -1,6 +1,7 @@
 """Memory (内存 / 显存): the peak a computation allocates, and the bytes a key/value cache holds.
 
-A leaf module beside ``plotting`` and ``interactive``: the efficiency chapter and the benchmarks use it.
+Part of the book's harness: chapter 12 and the benchmarks ``attention_scaling`` and ``kv_cache_scaling``
+measure with it; the library itself does not.
 
 * :func:`~.peak_memory` runs a function once and reports the most memory it had allocated at any
   moment. On CUDA PyTorch keeps that counter itself (``torch.cuda.max_memory_allocated``). On the
@@ -23,8 +24,8 @@ from typing import TypeVar
 
 import torch
 
-from .nn.multihead import KVCache
-from .validation import check_positive_int
+from transformer_lib.nn.multihead import KVCache
+from transformer_lib.validation import check_positive_int
 
 __all__ = ["kv_cache_formula_bytes", "kv_cache_nbytes", "peak_memory"]
 

@@ -1,7 +1,7 @@
 """Chapter 5's concept picture: the running example split across two heads (多头注意力).
 
 The seven words of "Two dogs play in the grass." (``d_model = 8``, from
-:func:`~transformer_lib.book.example.embed`) are projected to queries, keys and values, the features
+:func:`~transformer_book.example.embed`) are projected to queries, keys and values, the features
 are cut into ``h = 2`` heads of ``d_k = 4``, and each head computes its own attention weights over
 the sentence. The heads' outputs are put side by side and mixed by ``W_O``.
 

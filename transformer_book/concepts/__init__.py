@@ -7,7 +7,7 @@ writes every one of them into ``figures/`` as SVG (``scripts/draw_figures.py``),
 the files, and ``tests/test_diagrams.py`` checks that each stored file is what its function draws.
 
 Where a figure shows numbers, they are computed by the package (the running example of
-:mod:`~transformer_lib.book.example`, :func:`~transformer_lib.sinusoidal_table`, ...), never typed.
+:mod:`~transformer_book.example`, :func:`~transformer_lib.sinusoidal_table`, ...), never typed.
 """
 
 from __future__ import annotations

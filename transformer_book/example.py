@@ -16,8 +16,8 @@ import re
 import torch
 from torch import Tensor
 
-from ..nn.embedding import TokenEmbedding
-from ..nn.positional import sinusoidal_table
+from transformer_lib.nn.embedding import TokenEmbedding
+from transformer_lib.nn.positional import sinusoidal_table
 
 __all__ = ["ENGLISH", "GERMAN", "SPECIALS", "embed", "encode", "vocabulary", "words"]
 

@@ -16,7 +16,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyBboxPatch
 
-from ...nn.layers import Encoder, LayerSpec
+from transformer_lib.nn.layers import Encoder, LayerSpec
+
 from ._style import FONT, INK, MUTED, SMALL, TITLE, arrow, box, canvas
 
 __all__ = ["FIGURES", "norm_placement_figure"]

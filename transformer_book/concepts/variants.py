@@ -16,9 +16,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyBboxPatch
 
-from ...config import POSITIONALS, TransformerConfig
-from ...nn.feedforward import ACTIVATIONS
-from ...nn.norms import NORMS
+from transformer_lib.config import POSITIONALS, TransformerConfig
+from transformer_lib.nn.feedforward import ACTIVATIONS
+from transformer_lib.nn.norms import NORMS
+
 from ._style import FONT, INK, MUTED, SMALL, arrow, box, canvas
 
 __all__ = ["FIGURES", "SWITCHES", "switch_values", "variants_figure"]

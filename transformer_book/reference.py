@@ -20,10 +20,10 @@ import re
 import torch
 from torch import Tensor, nn
 
-from .config import TransformerConfig
-from .model import Transformer
-from .nn.masks import causal_mask
-from .nn.positional import sinusoidal_table
+from transformer_lib.config import TransformerConfig
+from transformer_lib.model import Transformer
+from transformer_lib.nn.masks import causal_mask
+from transformer_lib.nn.positional import sinusoidal_table
 
 _QKV = re.compile(r"(.*)([qkv])_proj\.(weight|bias)")
 

@@ -1,7 +1,7 @@
 """Behaviour checks of layers, outputs and the training recipe: norm placement, logits, label
 smoothing, the schedule, the vocabulary, clear failures, claimed settings and costs.
 
-See :mod:`transformer_lib.book.checks` for what a check is.
+See :mod:`transformer_book.checks` for what a check is.
 """
 
 from __future__ import annotations

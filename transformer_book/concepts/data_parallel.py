@@ -13,7 +13,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
-from ...training.distributed import shard_batches
+from transformer_lib.training.distributed import shard_batches
+
 from ._style import FONT, INK, MUTED, SMALL, arrow, box, canvas
 
 __all__ = ["FIGURES", "RANK_KINDS", "batch_owners", "data_parallel_figure"]

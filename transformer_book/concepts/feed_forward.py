@@ -1,6 +1,6 @@
 """Chapter 7's picture: one feed-forward network, the same two matrices, applied at every position on its own.
 
-The running example's seven positions (:func:`~transformer_lib.book.example.embed`, ``d_model = 8``) stand side
+The running example's seven positions (:func:`~transformer_book.example.embed`, ``d_model = 8``) stand side
 by side as columns. Each column goes up through the same ``W1, b1`` to ``d_ff = 32`` hidden numbers, through the
 ReLU, and through the same ``W2, b2`` back to ``d_model`` numbers. The colour of a cell is its value (blue
 positive, red negative, as in chapters 1 to 3; white exactly zero), so the hidden layer shows the zeros that the

@@ -15,7 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
-from ...data.copy import BOS_ID, EOS_ID, PAD_ID, copy_batch, held_out_sequences
+from transformer_lib.data.copy import BOS_ID, EOS_ID, PAD_ID, copy_batch, held_out_sequences
+
 from ._style import FONT, INK, MUTED, SMALL, TITLE, arrow, box, canvas
 
 __all__ = ["FIGURES", "copy_task_figure", "token_label"]

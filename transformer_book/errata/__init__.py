@@ -4,7 +4,7 @@
 written for this book, one error found in the five source documents the book was written from
 (the introduction names them) or in the best-known walk-through of the paper, *The Annotated
 Transformer* (Harvard NLP). The errata chapter (``chapters/14_errata.ipynb``) and ``tests/test_errata.py`` run
-each one through a check of :mod:`transformer_lib.book.checks`: the wrong version fails the check,
+each one through a check of :mod:`transformer_book.checks`: the wrong version fails the check,
 the library passes it. Keeping the wrong versions here, in one place, means that the chapter and
 the test exercise exactly the same code.
 

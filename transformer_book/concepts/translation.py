@@ -4,7 +4,7 @@ The running example's German caption enters at the top left; a subword tokenizer
 tokens and the tokens into ids; the encoder reads the ids once; the decoder writes English ids one
 at a time (greedy or beam search), which become English words; sacreBLEU compares them with the
 reference translation. The figure names the stages and does not invent their contents: the two
-sentences come from :mod:`~transformer_lib.book.example`, and every size it prints (vocabulary,
+sentences come from :mod:`~transformer_book.example`, and every size it prints (vocabulary,
 layers, width, beam) is read from the ``cpu`` translation profile that the chapter trains.
 """
 
@@ -13,7 +13,8 @@ from __future__ import annotations
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ...tasks.translation.profiles import translation_profile
+from transformer_lib.tasks.translation.profiles import translation_profile
+
 from ..example import ENGLISH, GERMAN
 from ._style import FONT, INK, MUTED, SMALL, arrow, box, canvas
 
@@ -55,14 +56,14 @@ def pipeline_figure() -> Figure:
     x1, x2, x3, x4 = COLUMNS
     # the source side, left to right
     _sentence(ax, x1, TOP, "German source", GERMAN)
-    _stage(ax, x2, TOP, "subwords", f"BPE vocabulary\nof {profile.vocab_size:,} tokens", "add")
+    _stage(ax, x2, TOP, "subwords", f"BPE vocabulary\nof {profile.data.vocab_size:,} tokens", "add")
     _stage(ax, x3, TOP, "token ids", "(1, S) integers", "embedding")
-    _stage(ax, x4, TOP, "encoder", f"{profile.num_encoder_layers} layers", "attention")
+    _stage(ax, x4, TOP, "encoder", f"{profile.model.num_encoder_layers} layers", "attention")
     for left, right in ((x1, x2), (x2, x3), (x3, x4)):
         arrow(ax, (left + BOX_W / 2, TOP), (right - BOX_W / 2, TOP))
     # the encoder's memory goes down to the decoder's cross-attention
     arrow(ax, (x4, TOP - BOX_H / 2), (x4, BOTTOM + BOX_H / 2))
-    ax.text(x4 - 0.1, (TOP + BOTTOM) / 2, f"memory\n(1, S, {profile.d_model})", ha="right", va="center",
+    ax.text(x4 - 0.1, (TOP + BOTTOM) / 2, f"memory\n(1, S, {profile.model.d_model})", ha="right", va="center",
             fontsize=SMALL, color=INK)  # fmt: skip
     # the target side, right to left
     _stage(ax, x4, BOTTOM, "decoder", "greedy or\nbeam search", "attention")
@@ -76,7 +77,8 @@ def pipeline_figure() -> Figure:
     ax.annotate("", xy=(x4 + BOX_W / 2, BOTTOM + 0.25), xytext=(x4 + BOX_W / 2, BOTTOM - 0.25),
                 arrowprops={"arrowstyle": "-|>", "color": INK, "lw": 1.0,
                             "connectionstyle": "arc3,rad=1.6"})  # fmt: skip
-    note = f"{profile.num_decoder_layers} layers, beam width {profile.beam_size};\nwrites one token at a time"
+    layers, beam = profile.model.num_decoder_layers, profile.decode.beam_size
+    note = f"{layers} layers, beam width {beam};\nwrites one token at a time"
     ax.text(x4, BOTTOM - BOX_H / 2 - 0.1, note, ha="center", va="top", fontsize=SMALL, color=MUTED)
     ax.set_xlim(0.0, 8.0)
     ax.set_ylim(0.0, 4.4)

@@ -15,7 +15,8 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 
-from ...nn.positional import sinusoidal_table
+from transformer_lib.nn.positional import sinusoidal_table
+
 from ..example import ENGLISH, words
 from . import _style
 

@@ -6,7 +6,7 @@ The query word (``"play"``) is compared with the key of every word of "Two dogs 
 2. the softmax turns the seven scores into weights that are positive and sum to 1;
 3. the word's new vector is the sum of the values, each multiplied by its weight.
 
-The numbers are the running example's (:func:`~transformer_lib.book.example.embed`, ``d_model = 8``),
+The numbers are the running example's (:func:`~transformer_book.example.embed`, ``d_model = 8``),
 with the sentence's vectors used directly as queries, keys and values: the first version chapter 3
 builds, before it adds the learned projections. Each vector is drawn as a strip of eight coloured
 cells on the colour scale of chapters 1 and 2 (blue positive, red negative); each value strip is as
@@ -39,7 +39,7 @@ def one_query(word: str = "play", sentence: str = ENGLISH, d_model: int = 8, see
     """Scaled dot-product attention of one word of ``sentence`` over all of its words, without projections.
 
     The query, the keys and the values are the sentence's vectors from
-    :func:`~transformer_lib.book.example.embed` (``seed`` and ``d_model`` as there).
+    :func:`~transformer_book.example.embed` (``seed`` and ``d_model`` as there).
 
     Returns a dict with ``words`` (the sentence's words), ``index`` (the query word's position),
     ``vectors``, ``scores`` (``q · k / sqrt(d_model)``), ``weights`` (their softmax) and ``output``

@@ -1,6 +1,6 @@
 """Deliberately WRONG implementations (勘误): the twelve errors of the book's five source documents.
 
-See :mod:`transformer_lib.book.errata`. Every name that computes something wrong says so in its
+See :mod:`transformer_book.errata`. Every name that computes something wrong says so in its
 docstring, which starts with ``WRONG``.
 """
 
@@ -12,13 +12,14 @@ import torch
 from torch import Tensor, nn
 from torch.autograd import Variable
 
-from ...model import Transformer
-from ...nn.embedding import TokenEmbedding
-from ...nn.feedforward import FeedForward
-from ...nn.layers import EncoderLayer, LayerSpec
-from ...nn.multihead import MultiHeadAttention
-from ...nn.norms import LayerNorm
-from ...nn.positional import sinusoidal_table
+from transformer_lib.model import Transformer
+from transformer_lib.nn.embedding import TokenEmbedding
+from transformer_lib.nn.feedforward import FeedForward
+from transformer_lib.nn.layers import EncoderLayer, LayerSpec
+from transformer_lib.nn.multihead import MultiHeadAttention
+from transformer_lib.nn.norms import LayerNorm
+from transformer_lib.nn.positional import sinusoidal_table
+
 from ..checks import count_flops
 
 

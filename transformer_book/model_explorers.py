@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from transformer_lib.book.explorers import (
+from transformer_book.explorers import (
     Curves,
     Grid,
     Values,

@@ -1,0 +1,111 @@
+"""The package's shape targets (issue 27): short functions, small constructors, a small model.
+
+Read from the source (``ast`` and line counts), so that a function that grows past the limit fails
+here with its name and length, not in a reviewer's head. Line totals count like ``wc -l``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "transformer_lib"
+MAX_FUNCTION_LINES = 50  # docstring not counted
+MAX_INIT_PARAMETERS = 8  # self not counted
+MAX_ATTENTION_FORWARD_LINES = 30  # MultiHeadAttention.forward, docstring not counted
+MAX_PACKAGE_LINES = 5000
+MAX_MODEL_LINES = 1200  # nn/ + config.py + model.py
+MODEL_FILES = ("nn/", "config.py", "model.py")
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def sources() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def line_count(path: Path) -> int:
+    """Lines as ``wc -l`` counts them (newline characters)."""
+    return path.read_bytes().count(b"\n")
+
+
+def functions(tree: ast.Module) -> Iterator[tuple[str, Function]]:
+    """Every function and method (nested ones too), named ``Class.method`` or ``outer.inner``."""
+
+    def walk(node: ast.AST, prefix: str) -> Iterator[tuple[str, Function]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield prefix + child.name, child
+                yield from walk(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                yield from walk(child, f"{prefix}{child.name}.")
+            else:
+                yield from walk(child, prefix)
+
+    yield from walk(tree, "")
+
+
+def length_without_docstring(function: Function) -> int:
+    """Lines from the ``def`` line to the last line of the body, less the docstring's lines."""
+    lines = function.end_lineno - function.lineno + 1
+    first = function.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        lines -= first.end_lineno - first.lineno + 1
+    return lines
+
+
+def all_functions() -> Iterator[tuple[str, Function]]:
+    for path in sources():
+        where = path.relative_to(PACKAGE).as_posix()
+        for name, function in functions(ast.parse(path.read_text(encoding="utf-8"))):
+            yield f"{where}:{function.lineno} {name}", function
+
+
+def test_the_walk_sees_methods_and_nested_functions_and_skips_docstrings() -> None:
+    source = 'class A:\n    def f(self):\n        """Doc\n\n        string."""\n        def g():\n            pass\n'
+    tree = ast.parse(source)
+    found = dict(functions(tree))
+    assert set(found) == {"A.f", "A.f.g"}
+    assert length_without_docstring(found["A.f"]) == 6 - 3 and length_without_docstring(found["A.f.g"]) == 2
+
+
+def test_no_function_is_over_50_lines() -> None:
+    long = [(name, n) for name, f in all_functions() if (n := length_without_docstring(f)) > MAX_FUNCTION_LINES]
+    assert not long, f"over {MAX_FUNCTION_LINES} lines (docstring not counted): " + "; ".join(
+        f"{name} ({n})" for name, n in long
+    )
+
+
+def test_no_constructor_takes_more_than_8_parameters() -> None:
+    big = []
+    for name, f in all_functions():
+        if f.name == "__init__":
+            a = f.args
+            count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) - 1 + (a.vararg is not None)
+            count += a.kwarg is not None
+            if count > MAX_INIT_PARAMETERS:
+                big.append(f"{name} ({count})")
+    assert not big, f"constructors over {MAX_INIT_PARAMETERS} parameters (self not counted): " + "; ".join(big)
+
+
+def test_multi_head_attention_forward_is_at_most_30_lines() -> None:
+    found = [(n, f) for n, f in all_functions() if n.endswith(" MultiHeadAttention.forward")]
+    assert len(found) == 1, found
+    name, forward = found[0]
+    assert length_without_docstring(forward) <= MAX_ATTENTION_FORWARD_LINES, (
+        f"{name}: {length_without_docstring(forward)} lines"
+    )
+
+
+def test_the_package_and_the_model_are_small() -> None:
+    counts = {path.relative_to(PACKAGE).as_posix(): line_count(path) for path in sources()}
+    total = sum(counts.values())
+    model = {name: n for name, n in counts.items() if name.startswith(MODEL_FILES)}
+    model_total = sum(model.values())
+    biggest = ", ".join(f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1])[:8])
+    report = (
+        f"transformer_lib: {total} lines (at most {MAX_PACKAGE_LINES}; largest: {biggest}); "
+        f"nn/ + config.py + model.py: {model_total} (at most {MAX_MODEL_LINES}: {model})"
+    )
+    assert total <= MAX_PACKAGE_LINES and model_total <= MAX_MODEL_LINES, report

@@ -1,0 +1,25 @@
+"""What a timing ran on, in one line: the name the chapters and the benchmarks print under a number.
+
+The library records a run's machine itself (:func:`transformer_lib.runtime.describe_machine`, from
+the same :func:`~transformer_lib.runtime.cpu_name`); this one-line label is only the book's.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from transformer_lib.runtime import cpu_name
+
+__all__ = ["machine_name"]
+
+
+def machine_name(device: torch.device | None = None) -> str:
+    """What a timing ran on, in one line: the GPU's name on CUDA, else the CPU's model name.
+
+    Every chapter and benchmark prints this under a number it measured.
+    """
+    if device is not None and device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device is not None and device.type == "mps":
+        return f"Apple MPS ({cpu_name()})"
+    return cpu_name()

@@ -1,12 +1,10 @@
 """Decoding (解码): greedy search and beam search, with or without the key/value cache.
 
-Both return rows ``bos y_1 .. y_n eos pad pad ...``: after a row's ``eos_id`` the rest is the
-model's ``pad_id``, and a row that never produced ``eos_id`` is cut at ``max_len``. The padding id
-is never generated (its logit is masked), so a padded row is unambiguous. With ``use_cache=True``
-(the default) each step feeds only the newest token, earlier self-attention keys and values come
-from a :class:`~.KVCache` and the cross-attention ones are computed once; with ``use_cache=False``
-each step re-runs the decoder over the whole prefix (the same tokens, tested, at ``O(t^2)``
-attention per step instead of ``O(t)``). Both run the model in eval mode and restore its mode.
+Both return rows ``bos y_1 .. y_n eos pad pad ...`` (cut at ``max_len`` if ``eos_id`` never comes); the
+model's ``pad_id`` is never generated (its logit is masked), so a padded row is unambiguous. With ``use_cache=True``
+each step feeds only the newest token (earlier self-attention keys and values from a :class:`~.KVCache`, the
+cross-attention ones computed once); with ``False`` each step re-runs the decoder over the whole prefix (the same
+tokens, tested, at ``O(t^2)`` attention per step instead of ``O(t)``). Both run the model in eval mode.
 """
 
 from __future__ import annotations
@@ -75,8 +73,7 @@ def _check_decode_args(model: Any, src: Tensor, max_len: int, bos_id: int, eos_i
     if src_vocab is not None:
         check_token_ids("src", src, src_vocab)
     check_positive_int("max_len", max_len)
-    pad_id = model.config.pad_id
-    vocab = getattr(model.config, "tgt_vocab_size", None)
+    pad_id, vocab = model.config.pad_id, getattr(model.config, "tgt_vocab_size", None)
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be a non-negative int token id, got {value!r}")
@@ -104,28 +101,20 @@ def _next_log_probs(model: Any, tokens: Tensor, memory: Tensor, src_mask: Tensor
 
 
 def greedy_decode(
-    model: Any,
-    src: Tensor,
-    max_len: int,
-    bos_id: int,
-    eos_id: int,
-    use_cache: bool = True,
-    return_scores: bool = False,
+    model: Any, src: Tensor, max_len: int, bos_id: int, eos_id: int, use_cache: bool = True, return_scores: bool = False
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Decode a batch by taking the most probable token at every step (贪心解码).
 
     Args:
         model: a :class:`~.Transformer` (anything with ``encode``, ``decode``, ``new_cache`` and ``config.pad_id``).
         max_len: longest output row, ``bos`` included; decoding stops once every row has produced ``eos_id``.
-        return_scores: also return each row's ``sum_t log p(y_t | y_<t, x)`` over its generated
-            tokens (``eos`` included, padding excluded).
+        return_scores: also return each row's ``sum_t log p(y_t | y_<t, x)`` over its tokens up to ``eos`` (included).
 
     Shape:
         src: ``(B, S)``; output: ``(B, L)`` with ``L <= max_len``; scores: ``(B,)`` float32.
     """
     device, pad_id = _check_decode_args(model, src, max_len, bos_id, eos_id)
-    src = src.to(device)
-    batch = src.size(0)
+    src, batch = src.to(device), src.size(0)
     with eval_mode(model):
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, d_model)
@@ -158,17 +147,12 @@ def beam_search(
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Batched beam search (束搜索) with GNMT's length penalty and early stopping per row.
 
-    Each row keeps ``beam_size`` live hypotheses (beams). At every step each beam is extended by
-    every token and the ``2 * beam_size`` best extensions (by summed log-probability) are examined
-    in order: one ending in ``eos_id`` among the first ``beam_size`` becomes a finished hypothesis,
-    scored ``log P / lp(len)`` (:func:`~.length_penalty_factor` of ``length_penalty``); the first ``beam_size`` others
-    become the next beams. A row is done once it has ``beam_size`` finished hypotheses; at
-    ``max_len`` the live beams of unfinished rows compete as they are. Each row's best hypothesis
-    is returned. With ``beam_size=1`` this is exactly :func:`~.greedy_decode`.
-
-    The other arguments are :func:`~.greedy_decode`'s; with the cache, surviving beams are selected
-    with :meth:`~.KVCache.reorder` (the cross-attention cache is the same for a row's beams).
-    ``return_scores`` returns the chosen hypotheses' scores ``log P / lp(len)``.
+    Each row keeps ``beam_size`` live beams. At every step the ``2 * beam_size`` best extensions of its beams
+    (by summed log-probability) are examined in order: one ending in ``eos_id`` among the first ``beam_size``
+    becomes a finished hypothesis, scored ``log P / lp(len)`` (:func:`~.length_penalty_factor`; also what
+    ``return_scores`` returns); the first ``beam_size`` others become the next beams. A row is done once it has
+    ``beam_size`` finished hypotheses; at ``max_len`` the live beams of unfinished rows compete as they are.
+    With ``beam_size=1`` this is exactly :func:`~.greedy_decode`, whose other arguments these are.
 
     Shape:
         src: ``(B, S)``; output: ``(B, L)``, ``L <= max_len``; scores: ``(B,)`` float32.
@@ -197,10 +181,7 @@ def beam_search(
 
 
 class _Beams:
-    """The state of a batched beam search: live beams, their scores, and each row's finished hypotheses.
-
-    Beam ``j`` of row ``b`` is row ``b * K + j`` of ``tokens``.
-    """
+    """The state of a batched beam search: live beams, their scores, and each row's finished hypotheses."""
 
     def __init__(self, batch: int, k: int, bos_id: int, eos_id: int, alpha: float, device: torch.device) -> None:
         self.batch, self.k, self.bos_id, self.eos_id, self.alpha = batch, k, bos_id, eos_id, alpha
@@ -213,8 +194,7 @@ class _Beams:
 
     def step(self, step: int, log_probs: Tensor) -> Tensor:
         """Extend every beam by every token, keep the best; return the parent of each new beam ``(B*K,)``."""
-        batch, k = self.batch, self.k
-        vocab = log_probs.size(-1)
+        batch, k, vocab = self.batch, self.k, log_probs.size(-1)
         candidates = (self.scores.view(-1, 1) + log_probs).view(batch, k * vocab)  # (B*K, V) -> (B, K*V)
         top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (B, 2K)
         top_beam, top_token = top_index // vocab, top_index % vocab  # (B, 2K) each
@@ -224,8 +204,7 @@ class _Beams:
         keep = ~is_eos  # (B, 2K)
         rank = keep.long().cumsum(dim=-1) - 1  # (B, 2K): rank among non-eos candidates
         chosen = keep & (rank < k)  # exactly K per row (at most K candidates can be eos)
-        next_beam = top_beam[chosen].view(batch, k)  # (B, K)
-        next_token = top_token[chosen].view(batch, k)  # (B, K)
+        next_beam, next_token = top_beam[chosen].view(batch, k), top_token[chosen].view(batch, k)  # (B, K) each
         self.scores = top_scores[chosen].view(batch, k)  # (B, K)
         index = (self.row_offset + next_beam).view(-1)  # (B*K,) flat index of each new beam's parent
         self.tokens = torch.cat([self.tokens.index_select(0, index), next_token.view(-1, 1)], dim=1)  # (B*K, t+1)
@@ -286,8 +265,7 @@ def sequence_log_prob(model: Any, src: Tensor, tokens: Tensor, eos_id: int) -> T
     with eval_mode(model):
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, d)
-        logits = model.decode(tokens[:, :-1], memory, src_mask, causal_mask(tokens.size(1) - 1, device))
-        logits = logits.float()  # (B, L-1, V)
+        logits = model.decode(tokens[:, :-1], memory, src_mask, causal_mask(tokens.size(1) - 1, device)).float()
         logits[..., pad_id] = float("-inf")
         log_probs = torch.log_softmax(logits, dim=-1)  # (B, L-1, V)
         target = tokens[:, 1:]  # (B, L-1)

@@ -131,10 +131,9 @@ Pair = tuple[Sequence[int], Sequence[int]]  # (source ids, target ids)
 class TokenBudgetSampler(Sampler[list[int]]):
     """A batch sampler: lists of pair indices of similar length, each batch under a token budget.
 
-    With ``shuffle``, the pairs are shuffled, cut into buckets of ``bucket_size`` batches' worth, sorted
-    by length inside each bucket and cut into batches, and the batches are shuffled: little padding, yet
-    an order that changes with ``seed``. Without it the batches come shortest first. Each batch has at
-    most ``max_tokens`` padded tokens per side; a longer pair gets a batch of its own.
+    With ``shuffle``, the pairs are shuffled, sorted by length inside buckets of ``bucket_size`` batches' worth,
+    cut into batches, and the batches shuffled: little padding, yet an order that changes with ``seed``; without
+    it they come shortest first. A batch has at most ``max_tokens`` padded tokens per side (a longer pair: alone).
     """
 
     def __init__(
@@ -205,10 +204,8 @@ def batch_loader(
     seed: int = 0,
     pin_memory: bool = False,
 ) -> DataLoader[Batch]:
-    """The shuffled training batches of one epoch, from a ``DataLoader`` (:class:`~.TokenBudgetSampler` order).
-
-    ``pin_memory=True`` (for CUDA) makes each batch's copy to the GPU non-blocking. Pass ``seed=epoch``
-    for a new order every epoch.
+    """The shuffled batches of one epoch (``seed=epoch``: a new order each), from a ``DataLoader`` in
+    :class:`~.TokenBudgetSampler` order; ``pin_memory=True`` makes their copies to a CUDA GPU non-blocking.
     """
     sampler = TokenBudgetSampler(pairs, max_tokens, shuffle=True, seed=seed)
     return _loader(pairs, sampler, PadCollate(pad_id, bos_id, eos_id), pin_memory)

@@ -30,21 +30,18 @@ class TrainConfig:
 
     Attributes:
         max_steps, max_epochs: stop after this many optimizer steps / passes over the data.
-        time_budget_s: stop after this many seconds of training steps (the slowest rank's under
-            ``torchrun``). At least one of the three limits must be set.
+        time_budget_s: stop after this many seconds of training steps (the slowest rank's under ``torchrun``).
         label_smoothing: ``epsilon_ls`` of ``F.cross_entropy`` (the paper: 0.1).
         grad_accum: batches whose gradients are summed before each optimizer step (per process).
         clip_norm: clip the global gradient norm to this value (``None``: off, as in the paper).
-        amp: ``"none"`` (float32), ``"bf16"``, ``"fp16"`` (with a ``GradScaler``; CUDA only), or
-            ``"auto"``: what pays on the device (:func:`~.amp_for_device`).
+        amp: ``"none"`` (float32), ``"bf16"``, ``"fp16"`` (CUDA, ``GradScaler``), ``"auto"`` (:func:`~.amp_for_device`).
         adam_betas, adam_eps: Adam's hyper-parameters (the paper: ``(0.9, 0.98)``, ``1e-9``).
         eval_every: evaluate every this many steps (``None``: every epoch), and always at the end.
         monitor, mode: the metric (a key of ``evaluate``'s dict) for ``patience``, ``target`` and
             ``best_checkpoint_path``; ``"max"`` if larger is better.
-        patience: stop after this many evaluations in a row without improvement (``None``: never).
-        target: stop as soon as ``monitor`` reaches this value.
-        checkpoint_path, checkpoint_every: write the resumable state there every this many steps.
-        best_checkpoint_path: where to write the model whenever ``monitor`` improves.
+        patience, target: stop after this many evaluations in a row without improvement; once ``monitor`` reaches this.
+        checkpoint_path, checkpoint_every: write the resumable state there every this many steps;
+        best_checkpoint_path: the model whenever ``monitor`` improves.
         seed: seeds dropout and the data order (rank ``r`` of ``torchrun``: ``seed + r``), not the weights.
         progress: a tqdm bar on stderr (rank 0 only; tqdm's ``TQDM_DISABLE`` also hides it).
     """
@@ -109,8 +106,7 @@ class TrainResult:
         history: one dict per optimizer step: ``step``, ``epoch``, ``loss`` (mean per target token),
             ``lr``, ``tokens_per_s`` (source + target non-padding tokens, over all processes).
         eval_history: one dict per evaluation: ``step``, ``epoch``, then the metrics.
-        steps: optimizer steps done in total (including those before a resume).
-        epochs: completed passes over the data.
+        steps, epochs: optimizer steps done (those before a resume included); completed passes over the data.
         train_seconds: time in training steps (data, forward, backward, update).
         stop_reason: ``"max_steps"``, ``"max_epochs"``, ``"time_budget"``, ``"patience"``,
             ``"target"`` (then ``stopped_early``) or ``"data_exhausted"`` (an epoch yielded no batch).

@@ -53,11 +53,9 @@ def train(
     """Train ``model`` with teacher forcing; return the run's :class:`~.TrainResult`.
 
     Args:
-        train_data: one epoch's batches, or ``epoch -> batches`` (epochs count from 0), e.g.
-            ``lambda epoch: batch_loader(pairs, 4000, pad, bos, eos, seed=epoch)``; for an exact resume,
-            a function of the epoch only.
-        evaluate: ``model -> {metric: value}``, called in eval mode every ``config.eval_every`` steps
-            (or every epoch) and once at the end.
+        train_data: one epoch's batches, or ``epoch -> batches`` (from 0; for an exact resume, a function of the
+            epoch only), e.g. ``lambda epoch: batch_loader(pairs, 4000, pad, bos, eos, seed=epoch)``.
+        evaluate: ``model -> {metric: value}``, run in eval mode every ``eval_every`` steps (or epoch) and at the end.
         resume_from: a ``checkpoint_path`` (or directory) an earlier call wrote: training continues
             as if it had never stopped (weights, Adam, schedule, random generators, data position).
         metadata: JSON-serialisable extra metadata stored in every checkpoint (e.g. a tokenizer).
@@ -176,10 +174,9 @@ class _Run:
         """Whether a step, epoch or time limit is reached (setting ``stop_reason``), or a step decided to stop."""
         config, state = self.config, self.state
         limits = (
-            ("max_steps", config.max_steps, state.step),
-            ("max_epochs", config.max_epochs, state.epoch),
+            ("max_steps", config.max_steps, state.step), ("max_epochs", config.max_epochs, state.epoch),
             ("time_budget", config.time_budget_s, state.result.train_seconds),  # a run resumed at its end
-        )
+        )  # fmt: skip
         for reason, limit, count in limits:
             if not self.stop and limit is not None and count >= limit:
                 state.result.stop_reason, self.stop = reason, True
@@ -193,10 +190,8 @@ class _Run:
         return batches
 
     def next_group(self, batches: Iterator[Batch]) -> _Group | None:
-        """The next ``grad_accum`` batches; ``None`` at the end of the epoch.
-
-        Under ``torchrun`` the epoch ends on every rank as soon as one rank runs out: a rank that
-        stepped alone would wait forever for the others' gradients.
+        """The next ``grad_accum`` batches; ``None`` at the end of the epoch, on every rank as soon as one rank
+        runs out (under ``torchrun``, a rank that stepped alone would wait forever for the others' gradients).
         """
         started = time.perf_counter()
         group = list(islice(batches, self.config.grad_accum))
@@ -228,9 +223,7 @@ class _Run:
             dist.all_reduce(clock, op=dist.ReduceOp.MAX)
             result.train_seconds = float(clock.item())
         tokens_per_s = group.tokens / elapsed if elapsed > 0 else math.nan
-        result.history.append(
-            {"step": state.step, "epoch": state.epoch, "loss": loss, "lr": lr, "tokens_per_s": tokens_per_s}
-        )
+        result.history.append(dict(step=state.step, epoch=state.epoch, loss=loss, lr=lr, tokens_per_s=tokens_per_s))
         bar.update(1)
         bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:.0f}", refresh=False)
 
@@ -242,8 +235,7 @@ class _Run:
         if state.batch_in_epoch == 0:  # not one batch this epoch, nor before a resume
             state.result.stop_reason, self.stop = "data_exhausted", True
             return
-        state.epoch += 1
-        state.batch_in_epoch = 0
+        state.epoch, state.batch_in_epoch = state.epoch + 1, 0
         state.result.epochs = state.epoch
         if self.config.eval_every is None:
             self.evaluation()

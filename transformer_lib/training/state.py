@@ -48,23 +48,19 @@ def train_state_path(checkpoint_path: str | os.PathLike[str]) -> Path:
 
 def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
     """The newest whole checkpoint of a checkpoint directory (model and training state both written), or ``None``."""
-    found = []
-    for model_file in Path(directory).glob("step-*.safetensors"):
-        digits = model_file.stem.removeprefix("step-")
-        if digits.isdigit() and train_state_path(model_file).is_file():
-            found.append((int(digits), model_file))
-    return max(found)[1] if found else None
+    files = Path(directory).glob("step-*.safetensors")
+    found = [(int(f.stem[5:]), f) for f in files if f.stem[5:].isdigit() and train_state_path(f).is_file()]
+    return max(found)[1] if found else None  # by step, after "step-"
 
 
 def rng_state() -> dict[str, Any]:
     """The random-number generators of this process (PyTorch, CUDA, NumPy, Python), as tensors and plain values."""
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
+        "torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
         "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
         "python": random.getstate(),
-    }
+    }  # fmt: skip
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
@@ -86,21 +82,17 @@ def save_training_state(
     metadata: dict[str, Any],
     rank_rngs: list[dict[str, Any]],
 ) -> None:
-    """Write the training state, then the model; ``rank_rngs``: every rank's :func:`~.rng_state`, in rank order.
-
-    Both files record the step, so a crash between the two writes is detected on resume.
+    """Write the training state, then the model (both record the step: a resume detects a crash between the two
+    writes); ``rank_rngs``: every rank's :func:`~.rng_state`, in rank order.
     """
     step, target = train_state.step, Path(path)
     in_directory = target.is_dir()
     path = target / f"step-{step:07d}.safetensors" if in_directory else target
     state = {
-        "format": STATE_FORMAT,
-        "loop": asdict(train_state),
-        "optimizer": parts.optimizer.state_dict(),
+        "format": STATE_FORMAT, "loop": asdict(train_state), "optimizer": parts.optimizer.state_dict(),
         "scheduler": parts.scheduler.state_dict(),  # its lambdas are code: saved as None, rebuilt on resume
-        "scaler": parts.scaler.state_dict() if parts.scaler is not None else None,
-        "rng": rank_rngs,
-    }
+        "scaler": parts.scaler.state_dict() if parts.scaler is not None else None, "rng": rank_rngs,
+    }  # fmt: skip
     atomic_write(train_state_path(path), lambda tmp: torch.save(state, tmp))
     training = {"step": step, "epoch": train_state.epoch, "world_size": train_state.world_size}
     save_checkpoint(model, path, **{**metadata, "training": training})
@@ -124,18 +116,15 @@ def _read_state(path: Path, mmap: bool = False) -> dict[str, Any]:
 
 
 def _check_matches(path: Path, model: nn.Module, state: dict[str, Any], world_size: int) -> None:
-    config, metadata = read_checkpoint_header(path)
+    (config, metadata), where = read_checkpoint_header(path), f"resume_from={str(path)!r}"
     if config != model.config:
-        raise ValueError(f"resume_from={str(path)!r} holds a model of config {config}, not {model.config}")
+        raise ValueError(f"{where} holds a model of config {config}, not {model.config}")
     saved_world = state["loop"].get("world_size", 1)
-    if saved_world != world_size:
-        # Each rank's share of the data depends on the number of ranks.
-        raise ValueError(
-            f"resume_from={str(path)!r} was written by {saved_world} process(es), this run has {world_size}"
-        )
+    if saved_world != world_size:  # each rank's share of the data depends on the number of ranks
+        raise ValueError(f"{where} was written by {saved_world} process(es), this run has {world_size}")
     step, model_step = state["loop"]["step"], metadata.get("training", {}).get("step")
     if model_step != step:
-        raise ValueError(f"resume_from={str(path)!r}: model of step {model_step}, training state of step {step}")
+        raise ValueError(f"{where}: model of step {model_step}, training state of step {step}")
 
 
 def _resolve(path: Path) -> Path:
@@ -159,9 +148,8 @@ def load_training_state(
     rank: int = 0,
     world_size: int = 1,
 ) -> TrainState:
-    """Restore what :func:`~.save_training_state` wrote into ``model`` and ``parts``; return the loop's state.
-
-    Rank ``rank`` of ``world_size`` processes restores its own random-number generators.
+    """Restore what :func:`~.save_training_state` wrote into ``model`` and ``parts`` (and rank ``rank``'s random
+    generators); return the loop's state.
     """
     path = _resolve(Path(path))
     state = _read_state(path)

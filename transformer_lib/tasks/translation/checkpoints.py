@@ -110,9 +110,8 @@ class RunDirectory:
         return {int(p.stem[9:]): p for p in paths if p.stem[9:].isdigit()}  # after "snapshot-"
 
     def restore_snapshots(self, keep: int) -> list[dict[str, torch.Tensor]]:
-        """The snapshots of the last ``keep`` evaluations before the resumed step (none for a new run).
-
-        Later ones (of a run killed between an evaluation and its next state) are removed: they are redone.
+        """The snapshots of the last ``keep`` evaluations before the resumed step (none for a new run); later
+        ones (of a run killed between an evaluation and its next state) are removed: they are redone.
         """
         files = self._snapshot_files()
         if is_main_process():

@@ -45,9 +45,8 @@ class TranslationData:
 
 
 def prepare_translation_data(data: dict[str, list[Pair]], config: DataConfig) -> TranslationData:
-    """Slice ``data`` (``{split: [(german, english), ...]}``) as ``config`` says, learn the tokenizer, encode.
-
-    Under ``torchrun`` rank 0 learns the tokenizer and sends it to the others: one vocabulary.
+    """Slice ``data`` (``{split: [(german, english), ...]}``) as ``config`` says, learn the tokenizer (under
+    ``torchrun``: rank 0, which sends it to the others), encode.
     """
     train_pairs = data["train"][: config.train_limit]
     if not is_distributed():

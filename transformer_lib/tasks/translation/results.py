@@ -33,37 +33,21 @@ def translation_summary(
 
     averaged = run.val_loss_averaged
     summary = {
-        "task": TASK,
-        **pick("bleu", "bleu_beam", "sacrebleu_signature"),
-        "train_seconds": round(run.train_seconds, 1),
-        "wall_seconds": round(wall_seconds, 1),
-        "epochs": round(run.epochs, 2),
-        "steps": run.steps,
-        "device": str(run.device),
-        "params": run.model.num_parameters(),
-        "profile": run.profile.name,
-        "seed": run.seed,
-        "threads": run.threads,
-        "world_size": run.world_size,
-        "amp": run.result.amp,
-        "stop_reason": run.stop_reason,
-        "tokens_per_s": round(run.tokens_per_s, 1),
-        "steps_per_epoch": run.steps_per_epoch,
-        "train_pairs": len(run.train_pairs),
-        "test_pairs": scores.get("test_pairs", len(run.test_pairs)),
-        "vocab_size": run.tokenizer.vocab_size,
-        "beam_size": scores.get("beam_size", run.profile.decode.beam_size),
+        "task": TASK, **pick("bleu", "bleu_beam", "sacrebleu_signature"), "train_seconds": round(run.train_seconds, 1),
+        "wall_seconds": round(wall_seconds, 1), "epochs": round(run.epochs, 2), "steps": run.steps,
+        "device": str(run.device), "params": run.model.num_parameters(), "profile": run.profile.name, "seed": run.seed,
+        "threads": run.threads, "world_size": run.world_size, "amp": run.result.amp, "stop_reason": run.stop_reason,
+        "tokens_per_s": round(run.tokens_per_s, 1), "steps_per_epoch": run.steps_per_epoch,
+        "train_pairs": len(run.train_pairs), "test_pairs": scores.get("test_pairs", len(run.test_pairs)),
+        "vocab_size": run.tokenizer.vocab_size, "beam_size": scores.get("beam_size", run.profile.decode.beam_size),
         "length_penalty": scores.get("length_penalty", run.profile.decode.length_penalty),
-        **pick("brevity_penalty", "brevity_penalty_beam"),
-        "averaged_checkpoints": run.averaged_checkpoints,
+        **pick("brevity_penalty", "brevity_penalty_beam"), "averaged_checkpoints": run.averaged_checkpoints,
         "val_loss_last": round(run.val_loss_last, 4),
         "val_loss_averaged": None if averaged is None else round(averaged, 4),
-        "final_train_loss": round(run.result.final_loss, 4),
-        **pick("decode_seconds_greedy", "decode_seconds_beam"),
+        "final_train_loss": round(run.result.final_loss, 4), **pick("decode_seconds_greedy", "decode_seconds_beam"),
         "val_history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in run.val_history],
-        **pick("examples"),
-        "config": asdict(run.profile),
-    }
+        **pick("examples"), "config": asdict(run.profile),
+    }  # fmt: skip
     if run.resumed_from_step:  # only then: a run that started afresh keeps the keys it always had
         summary["resumed_from_step"] = run.resumed_from_step
     return summary
@@ -90,10 +74,8 @@ def write_translation_results(path: str | Path, summary: dict[str, Any], device:
     commit of the package's code (``+changes`` with uncommitted changes; ``None`` outside a clone), UTC time.
     """
     record = {
-        "results": summary,
-        "machine": describe_machine(device),
-        "commit": source_commit(Path(__file__).parent),
+        "results": summary, "machine": describe_machine(device), "commit": source_commit(Path(__file__).parent),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    }  # fmt: skip
     text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

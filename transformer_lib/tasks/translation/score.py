@@ -6,6 +6,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +50,8 @@ def translate(
     ids = [row[: limit - 1] or [tokenizer.unk_id] for row in tokenizer.encode_batch(list(sentences))]
     # Batches of sentences of one source length: no padding, and the same length limit for every
     # row, so each sentence gets exactly the translation it would get alone.
-    by_length: dict[int, list[int]] = {}
-    for i, row in enumerate(ids):
-        by_length.setdefault(len(row), []).append(i)
-    chunks = [
-        group[k : k + batch_size] for _, group in sorted(by_length.items()) for k in range(0, len(group), batch_size)
-    ]
+    groups = [list(g) for _, g in groupby(sorted(range(len(ids)), key=lambda i: len(ids[i])), lambda i: len(ids[i]))]
+    chunks = [group[k : k + batch_size] for group in groups for k in range(0, len(group), batch_size)]
     out, ends = [""] * len(ids), (tokenizer.bos_id, tokenizer.eos_id)
     hide = {} if progress else {"disable": True}  # when shown, tqdm reads TQDM_DISABLE itself
     with eval_mode(model):
@@ -105,18 +102,12 @@ class TranslationEvaluation:
     def summary(self, examples: int = 3) -> dict[str, Any]:
         """The JSON-serialisable scores: BLEU (rounded), signature, brevity penalties, timings, examples."""
         return {
-            "bleu": round(self.bleu_greedy.score, 2),
-            "bleu_beam": round(self.bleu_beam.score, 2),
-            "sacrebleu_signature": self.signature,
-            "test_pairs": len(self.sources),
-            "beam_size": self.beam_size,
-            "length_penalty": self.length_penalty,
-            "brevity_penalty": round(self.bleu_greedy.bp, 3),
-            "brevity_penalty_beam": round(self.bleu_beam.bp, 3),
-            "decode_seconds_greedy": round(self.greedy_seconds, 1),
-            "decode_seconds_beam": round(self.beam_seconds, 1),
-            "examples": self.examples(examples),
-        }
+            "bleu": round(self.bleu_greedy.score, 2), "bleu_beam": round(self.bleu_beam.score, 2),
+            "sacrebleu_signature": self.signature, "test_pairs": len(self.sources), "beam_size": self.beam_size,
+            "length_penalty": self.length_penalty, "brevity_penalty": round(self.bleu_greedy.bp, 3),
+            "brevity_penalty_beam": round(self.bleu_beam.bp, 3), "decode_seconds_greedy": round(self.greedy_seconds, 1),
+            "decode_seconds_beam": round(self.beam_seconds, 1), "examples": self.examples(examples),
+        }  # fmt: skip
 
 
 def evaluate_translation(

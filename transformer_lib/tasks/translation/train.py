@@ -52,11 +52,8 @@ class TranslationRun:
     """What :func:`~.train_translation` returns: the trained model and everything about its training.
 
     Attributes:
-        model: the trained :class:`~.Transformer`, in eval mode: the average of the last snapshots
-            if checkpoint averaging helped, else the last weights.
-        train_pairs, val_pairs, test_pairs: the pairs trained on, validated on and to translate.
-        steps_per_epoch, tokens: batches in one pass over ``train_pairs``; source + target tokens
-            (padding excluded) handed to the training steps.
+        model: the :class:`~.Transformer` (eval mode): the snapshots' average if it helped, else the last weights.
+        steps_per_epoch, tokens: batches in one pass over ``train_pairs``; source + target non-padding tokens seen.
         averaged_checkpoints: snapshots averaged into ``model`` (1: the last weights were kept).
         val_loss_last, val_loss_averaged: validation loss of the last weights and of the average
             (``None`` with fewer than two snapshots).

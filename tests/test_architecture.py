@@ -34,6 +34,7 @@ LAYERS: dict[str, int] = {
     "checkpoint": 5,
     "training": 6,
     "decoding": 6,
+    "export": 6,
     "tasks": 7,
     "cli": 8,
     "__main__": 9,

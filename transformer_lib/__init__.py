@@ -10,6 +10,7 @@ from .data.batching import Batch, make_batch, token_batches
 from .data.multi30k import ChecksumError, DownloadError, Multi30kError, load_multi30k, load_split
 from .data.tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
 from .decoding import DecodeConfig, beam_search, greedy_decode, length_penalty_factor, sequence_log_prob
+from .export import export_onnx
 from .model import Transformer
 from .nn.attention import scaled_dot_product_attention
 from .nn.embedding import TokenEmbedding
@@ -52,4 +53,4 @@ __all__ += ["DecodeConfig", "greedy_decode", "beam_search", "sequence_log_prob",
 __all__ += ["CopyTaskSettings", "run_copy_task", "copy_exact_match", "bleu_signature", "corpus_bleu"]
 __all__ += ["TRANSLATION_PROFILES", "TranslationConfig", "TranslationRun", "TranslationEvaluation", "translate"]
 __all__ += ["train_translation", "evaluate_translation", "translation_summary", "save_translation"]
-__all__ += ["run_translation", "translation_profile"]
+__all__ += ["run_translation", "translation_profile", "export_onnx"]

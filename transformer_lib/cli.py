@@ -1,9 +1,8 @@
-"""The command line: ``python -m transformer_lib {copy,train-translation,translate}``.
+"""The command line: ``python -m transformer_lib {copy,train-translation,translate,export-onnx}``.
 
-Training commands print their results as one JSON object on the **last line of stdout** (under
-``torchrun``, rank 0 only); mistakes end with exit status 2 and one line on stderr. The old forms
-(``translate`` used to train, ``translate-text`` to translate) are refused with the new command
-line, so that an old shell history starts no 30-minute training.
+Training and export commands print their results as one JSON object on the **last line of stdout** (under
+``torchrun``, rank 0 only); mistakes end with exit status 2 and one line on stderr. The old forms (``translate``
+used to train, ``translate-text`` to translate) are refused, so that an old shell history starts no long training.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from .checkpoint import load_checkpoint, read_checkpoint_header
 from .data.multi30k import Multi30kError
 from .data.tokenizer import BPETokenizer
 from .decoding import DecodeConfig
+from .export import export_onnx
 from .model import Transformer
 from .runtime import DEVICES, PROFILES, default_profile, pick_device
 from .tasks.copy import CopyTaskSettings, run_copy_task
@@ -40,7 +40,7 @@ from .tasks.translation import (
 from .training.distributed import cleanup, init_distributed, is_main_process
 
 PROG = "python -m transformer_lib"
-TRAIN_TRANSLATION, TRANSLATE = "train-translation", "translate"
+TRAIN_TRANSLATION, TRANSLATE, EXPORT_ONNX = "train-translation", "translate", "export-onnx"
 TRANSLATE_FLAGS = {"--checkpoint", "--beam", "--device"}  # any other flag: a training command line
 NEEDS_DIR = "needs --checkpoint-dir DIR (the directory the run writes its checkpoints into)"
 
@@ -91,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument("--checkpoint", required=True, metavar="PATH", help=made_by)
     cmd.add_argument("--beam", type=_int_at_least(1), default=1, metavar="N", help="beam size (default: 1, greedy)")
     cmd.add_argument("--device", choices=DEVICES, default="auto", help="where to run (default: auto)")
+    onnx = sub.add_parser(EXPORT_ONNX, help=f"export a model {made_by} to ONNX for ONNX Runtime",
+                          description="Write encoder.onnx, decoder.onnx and tokenizer.json into a folder.")  # fmt: skip
+    onnx.add_argument("--checkpoint", required=True, metavar="PATH", help=made_by)
+    onnx.add_argument("--out", required=True, metavar="DIR", help="the folder to write them into")
     return parser
 
 
@@ -131,8 +135,7 @@ def _print_json(result: dict[str, Any]) -> None:
 def _run_copy(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    settings = CopyTaskSettings(grad_accum=args.grad_accum)
-    device = _device(args.device, training=True)
+    device, settings = _device(args.device, training=True), CopyTaskSettings(grad_accum=args.grad_accum)
     result = run_copy_task(device, seed=args.seed, max_steps=args.max_steps, save_path=args.save, settings=settings)
     if args.save:
         result["checkpoint"] = str(args.save)
@@ -204,7 +207,20 @@ def _run_translate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_export_onnx(args: argparse.Namespace) -> int:
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise CLIError(f"--out {args.out!r} is a file; expected a folder (created if missing)")
+    model, tokenizer, _ = load_translation_checkpoint(args.checkpoint)
+    try:
+        paths = export_onnx(model, tokenizer, args.out)
+    except ImportError as error:  # the optional dependencies
+        raise CLIError(f"{error}; exporting needs onnx and onnxscript: pip install 'transformer-lib[export]'") from None
+    _print_json({name: str(path) for name, path in paths.items()})
+    return 0
+
+
 COMMANDS = {"copy": _run_copy, TRAIN_TRANSLATION: _run_train_translation, TRANSLATE: _run_translate}
+COMMANDS[EXPORT_ONNX] = _run_export_onnx
 
 
 def _renamed(argv: Sequence[str]) -> str | None:

@@ -1,8 +1,8 @@
 """Export a translation model to ONNX, an encoder graph and a decoder graph, with its ``tokenizer.json``.
 
 It uses PyTorch's maintained ``torch.export``-based exporter (``dynamo=True``), not the TorchScript one: it traces
-this model with symbolic batch and length axes once the decoder's causal mask is built from tensor ops
-(:func:`~.causal_mask` checks for a Python ``int``). It imports ``onnx`` and ``onnxscript`` only when it runs:
+the model's own ``encode`` and ``decode``, masks included, with symbolic batch and length axes. It imports
+``onnx`` and ``onnxscript`` only when it runs:
 ``pip install "transformer-lib[export]"``.
 """
 
@@ -31,16 +31,15 @@ class _Encoder(nn.Module):
         self.model = model
 
     def forward(self, src: Tensor) -> Tensor:
-        return self.model.encode(src, padding_mask(src, self.model.config.pad_id))
+        return self.model.encode(src)  # the padding mask from config.pad_id
 
 
 class _Decoder(_Encoder):
     """The decoder over the whole prefix, no cache. Shape: tgt ``(B, T)``, memory, src -> logits ``(B, T, V)``."""
 
     def forward(self, tgt: Tensor, memory: Tensor, src: Tensor) -> Tensor:  # type: ignore[override]
-        pad_id, length = self.model.config.pad_id, tgt.size(1)
-        causal = torch.ones(length, length, dtype=torch.bool, device=tgt.device).tril()  # (T, T)
-        return self.model.decode(tgt, memory, padding_mask(src, pad_id), padding_mask(tgt, pad_id) & causal)
+        # decode builds the target's causal and padding mask itself, as in model(src, tgt)
+        return self.model.decode(tgt, memory, padding_mask(src, self.model.config.pad_id))
 
 
 def export_onnx(model: Transformer, tokenizer: BPETokenizer, folder: str | os.PathLike[str]) -> dict[str, Path]:
@@ -59,7 +58,7 @@ def export_onnx(model: Transformer, tokenizer: BPETokenizer, folder: str | os.Pa
     batch, src_len, tgt_len = (torch.export.Dim(n, max=model.config.max_len) for n in ("batch", "src_len", "tgt_len"))
     src = torch.full((2, 3), pad_id + 4, dtype=torch.long)  # a tracing example; tgt differs in length from src
     with eval_mode(model):
-        memory = model.encode(src, padding_mask(src, pad_id))
+        memory = model.encode(src)
         graphs = {"encoder": (_Encoder(model), (src,), ["src"], ["memory"], ({0: batch, 1: src_len},)),
                   "decoder": (_Decoder(model), (src[:, :2], memory, src), ["tgt", "memory", "src"], ["logits"],
                               ({0: batch, 1: tgt_len}, {0: batch, 1: src_len}, {0: batch, 1: src_len}))}  # fmt: skip

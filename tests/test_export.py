@@ -31,6 +31,7 @@ from transformer_lib import (
     train_bpe_tokenizer,
 )
 from transformer_lib.cli import main
+from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.eval_mode import eval_mode
 from transformer_lib.tasks.translation.data import checkpoint_metadata
 
@@ -58,18 +59,26 @@ def _sentences() -> tuple[list[str], list[str]]:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The exported files, the model (still in training mode) and a padded batch of real sentences."""
-    corpus, sentences = _sentences()
-    tokenizer = train_bpe_tokenizer(corpus, vocab_size=1000, min_frequency=1)
-    torch.manual_seed(0)
-    vocab = tokenizer.vocab_size
-    config = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=32, num_heads=4, d_ff=64,
-                               num_encoder_layers=2, num_decoder_layers=2, dropout=0.1, max_len=128)  # fmt: skip
-    model, ids = Transformer(config), tokenizer.encode_batch(sentences)
-    _learn_to_copy(model, make_batch(ids, ids, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id))
+    model, tokenizer, sentences = copy_model(d_model=32)
+    ids = tokenizer.encode_batch(sentences)
     paths = export_onnx(model, tokenizer, tmp_path_factory.mktemp("onnx"))
     batch = make_batch(ids, ids[::-1], tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
     sessions = {name: ort.InferenceSession(str(paths[name])) for name in ("encoder", "decoder")}
     return {"model": model, "tokenizer": tokenizer, "paths": paths, "batch": batch, "sessions": sessions}
+
+
+def copy_model(d_model: int, steps: int = 150, **settings: Any) -> tuple[Transformer, BPETokenizer, list[str]]:
+    """A 2 + 2-layer model (dropout on, left in training mode) taught to copy real German sentences a little,
+    its BPE tokenizer, and the sentences. ``settings``: more fields of its :class:`~.TransformerConfig`."""
+    corpus, sentences = _sentences()
+    tokenizer = train_bpe_tokenizer(corpus, vocab_size=1000, min_frequency=1)
+    torch.manual_seed(0)
+    vocab = tokenizer.vocab_size
+    sizes = {"d_model": d_model, "num_heads": 4, "d_ff": 2 * d_model, "num_encoder_layers": 2, "num_decoder_layers": 2}
+    config = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, dropout=0.1, max_len=128, **sizes | settings)
+    model, ids = Transformer(config), tokenizer.encode_batch(sentences)
+    _learn_to_copy(model, make_batch(ids, ids, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id), steps)
+    return model, tokenizer, sentences
 
 
 def _learn_to_copy(model: Transformer, batch: Batch, steps: int = 150) -> None:

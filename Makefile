@@ -25,7 +25,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with chapters/nbval_saniti
 # pytest-xdist workers (loadscope keeps each notebook, and each test module, on one worker).
 JOBS ?= 2
 
-.PHONY: figures book test test-book test-units test-notebooks test-colab screenshots venv lint execute browser-setup clean
+.PHONY: figures book test test-book test-units test-notebooks test-colab screenshots venv lint execute browser-setup npm-packages clean
 
 venv: $(STAMP)
 
@@ -42,10 +42,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null 2>&1 || true
 	touch $(STAMP)
 
-book: $(STAMP)
+book: $(STAMP) npm-packages
 	$(BUILD_BOOK)
 	@echo
 	@echo "The book is built. Open it in a browser: file://$(CURDIR)/_build/html/index.html"
+	@echo "(Chapter 11's translator box needs the site served: $(PY) -m http.server -d _build/html, then http://localhost:8000)"
 
 # The chapters' code cells too: formatted by ruff, no line wider than the book's code boxes
 # (chapters/ruff.toml).
@@ -57,6 +58,10 @@ lint: $(STAMP)
 # Debian's chromium and the pinned CDN scripts for tests/test_browser.py (never fails; see the script).
 browser-setup:
 	@scripts/setup_browser.sh
+
+# The pinned npm packages only (node_modules/): the build copies chapter 11's translator runtime from there.
+npm-packages:
+	@scripts/setup_browser.sh --npm-only
 
 # pytest, where exit status 5 (nothing collected) means the suite ran nothing: a failure too.
 # $(1): environment assignments, $(2): pytest arguments.
@@ -75,7 +80,7 @@ endef
 test: lint browser-setup
 	@$(MAKE) --no-print-directory -k test-book test-units test-notebooks
 
-test-book: $(STAMP)
+test-book: $(STAMP) npm-packages
 	$(BUILD_BOOK)
 
 test-units: $(STAMP)

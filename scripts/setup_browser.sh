@@ -4,19 +4,22 @@
 #     (apt-get, only when run as root on a Debian/Ubuntu machine; never `playwright install`);
 #   - node_modules/: the pinned copies of the CDN scripts the pages load (MathJax, RequireJS, the
 #     ipywidgets manager; versions in package.json / package-lock.json), served to the browser
-#     in place of the CDNs so the test runs offline.
+#     in place of the CDNs so the test runs offline; and onnxruntime-web and @huggingface/tokenizers,
+#     which the build copies into the site for chapter 11's translator box (_ext/translator.py).
+# With --npm-only (make book) it installs node_modules/ only.
 # Never fails: what it cannot install, the browser test reports (a skip, or a failure under CI).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 say() { echo "setup_browser: $*"; }
 
-missing=()
-command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-if command -v fc-list >/dev/null 2>&1 && [ -z "$(fc-list :lang=zh 2>/dev/null)" ]; then
-    missing+=(fonts-wqy-microhei)
-fi
-if [ ${#missing[@]} -gt 0 ]; then
+install_system_packages() {
+    local missing=()
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    if command -v fc-list >/dev/null 2>&1 && [ -z "$(fc-list :lang=zh 2>/dev/null)" ]; then
+        missing+=(fonts-wqy-microhei)
+    fi
+    [ ${#missing[@]} -eq 0 ] && return
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         say "installing ${missing[*]} (apt-get, about 20 s)"
         if apt-get update -qq >/dev/null 2>&1 &&
@@ -28,14 +31,16 @@ if [ ${#missing[@]} -gt 0 ]; then
     else
         say "not installed: ${missing[*]} (sudo apt-get install -y ${missing[*]}); without chromium the browser test is skipped"
     fi
-fi
+}
+
+[ "${1:-}" = --npm-only ] || install_system_packages
 
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
     if command -v npm >/dev/null 2>&1; then
-        say "installing the pinned CDN scripts into node_modules/ (npm ci)"
-        npm ci --no-audit --no-fund --loglevel=error >/dev/null || say "npm ci failed; the browser test will be skipped"
+        say "installing the pinned npm packages into node_modules/ (npm ci)"
+        npm ci --no-audit --no-fund --loglevel=error >/dev/null || say "npm ci failed; the browser test will be skipped and the translator box will say its files are missing"
     else
-        say "npm not found (install Node.js); the browser test will be skipped"
+        say "npm not found (install Node.js); the browser test will be skipped and the translator box will say its files are missing"
     fi
 fi
 exit 0

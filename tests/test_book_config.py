@@ -6,6 +6,7 @@ compares outputs that were saved, so these checks catch what a green build would
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from transformer_book.browser_model import SITE_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
@@ -126,6 +129,20 @@ def test_cdn_scripts_match_the_copies_the_browser_test_serves() -> None:
             assert pinned.get(name) == version, f"{url} but package.json pins {name}@{pinned.get(name)}"
             checked += 1
     assert checked >= 4
+
+
+def test_the_translator_box_loads_pinned_packages_and_committed_model_files() -> None:
+    """Chapter 11's box: the npm packages the build copies are pinned exactly; the model's files are committed."""
+    spec = importlib.util.spec_from_file_location("translator_extension", ROOT / "_ext" / "translator.py")
+    extension = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extension)
+    pinned = _package_versions()
+    assert set(extension.VENDOR) <= set(pinned), f"package.json lacks {set(extension.VENDOR) - set(pinned)}"
+    assert all(re.fullmatch(r"\d+\.\d+\.\d+", pinned[name]) for name in extension.VENDOR), "exact versions"
+    assert CONFIG["sphinx"]["local_extensions"]["translator"] == "_ext"
+    folder = ROOT / "_book_static" / "translator"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(SITE_FILES)
+    assert sum((folder / name).stat().st_size for name in SITE_FILES) <= 10_000_000, "the page loads at most 10 MB"
 
 
 # --- _toc.yml ----------------------------------------------------------------------------------

@@ -170,9 +170,16 @@ DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}  # a common phone's CSS pixels
 
 
-def _open(browser: Any, site_url: str, path: str, viewport: dict[str, int] = DESKTOP) -> tuple[Any, PageLog]:
-    """A new page with the offline routing and the logging in place, loaded at ``site_url + path``."""
+def _open(
+    browser: Any, site_url: str, path: str, viewport: dict[str, int] = DESKTOP, init_script: str | None = None
+) -> tuple[Any, PageLog]:
+    """A new page with the offline routing and the logging in place, loaded at ``site_url + path``.
+
+    ``init_script``: JavaScript run before the page's own (e.g. to take a browser feature away).
+    """
     context = browser.new_context(viewport=viewport, service_workers="block")
+    if init_script is not None:
+        context.add_init_script(init_script)
     page = context.new_page()
     page.set_default_timeout(30_000)
     log = PageLog(site_url)

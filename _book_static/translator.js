@@ -112,7 +112,11 @@
     const finished = [];
     for (let step = 1; step < maxLen; step++) {
       const n = beams.length, t = beams[0].length;
-      const repeat = (data, size) => { const out = new data.constructor(n * size); for (let b = 0; b < n; b++) out.set(data, b * size); return out; };
+      const repeat = (data, size) => {  // the one sentence's tensor, once per beam
+        const out = new data.constructor(n * size);
+        for (let b = 0; b < n; b++) out.set(data, b * size);
+        return out;
+      };
       const result = await m.decoder.run({
         tgt: new m.ort.Tensor("int64", BigInt64Array.from(beams.flat(), (x) => BigInt(x)), [n, t]),
         memory: new m.ort.Tensor("float32", repeat(memory.data, S * d), [n, S, d]),
@@ -125,14 +129,19 @@
         for (let v = 0; v < vocab; v++) if (v !== c.pad_id && row[v] > top) top = row[v];
         for (let v = 0; v < vocab; v++) if (v !== c.pad_id) sum += Math.exp(row[v] - top);
         const logSum = Math.log(sum);
-        for (let v = 0; v < vocab; v++) if (v !== c.pad_id) candidates.push([scores[b] + (row[v] - top - logSum), b * vocab + v]);
+        for (let v = 0; v < vocab; v++) {
+          if (v !== c.pad_id) candidates.push([scores[b] + (row[v] - top - logSum), b * vocab + v]);
+        }
       }
       candidates.sort((x, y) => y[0] - x[0] || x[1] - y[1]);
       const live = [];
       candidates.slice(0, 2 * k).forEach(([score, index], rank) => {
         const beam = Math.floor(index / vocab), token = index % vocab;
-        if (token === c.eos_id && rank < k && finished.length < k) finished.push([score / penalty(step), [...beams[beam], token]]);
-        else if (token !== c.eos_id && live.length < k) live.push([[...beams[beam], token], score]);
+        if (token === c.eos_id && rank < k && finished.length < k) {
+          finished.push([score / penalty(step), [...beams[beam], token]]);
+        } else if (token !== c.eos_id && live.length < k) {
+          live.push([[...beams[beam], token], score]);
+        }
       });
       if (finished.length >= k) return best(finished);
       beams = live.map(([b]) => b);
@@ -151,7 +160,8 @@
     const src = result.ids.map((i) => m.tokenizer.id_to_token(i));
     const tgt = result.out.slice(1).map((i) => m.tokenizer.id_to_token(i));
     const [rows, cols] = [result.attention.dims[1], result.attention.dims[2]];
-    const cell = 22, left = 8 + 7 * Math.max(...tgt.map((t) => t.length)), top = 8 + 7 * Math.max(...src.map((t) => t.length));
+    const longest = (tokens) => Math.max(...tokens.map((t) => t.length));
+    const cell = 22, left = 8 + 7 * longest(tgt), top = 8 + 7 * longest(src);  // room for the labels
     const ns = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(ns, "svg");
     svg.setAttribute("viewBox", `0 0 ${left + cols * cell + 4} ${top + rows * cell + 4}`);
@@ -168,7 +178,9 @@
       const x = left + j * cell + cell / 2;
       add("text", { x, y: top - 4, transform: `rotate(-60 ${x} ${top - 4})`, class: "label" }, t);
     });
-    tgt.slice(0, rows).forEach((t, i) => add("text", { x: left - 4, y: top + (i + 0.7) * cell, "text-anchor": "end", class: "label" }, t));
+    tgt.slice(0, rows).forEach((t, i) => {
+      add("text", { x: left - 4, y: top + (i + 0.7) * cell, "text-anchor": "end", class: "label" }, t);
+    });
     const w = result.attention.data;
     const top1 = Math.max(...w);  // the darkest cell: the map's largest weight
     for (let i = 0; i < rows; i++) {
@@ -176,10 +188,14 @@
         const weight = w[i * cols + j];
         const rect = add("rect", { x: left + j * cell, y: top + i * cell, width: cell - 1, height: cell - 1,
                                    class: "cell", fill: `rgba(31, 119, 180, ${(weight / top1).toFixed(3)})` });
-        rect.appendChild(document.createElementNS(ns, "title")).textContent = `${tgt[i]} → ${src[j]}: ${weight.toFixed(2)}`;
+        const tip = rect.appendChild(document.createElementNS(ns, "title"));  // shown on hover
+        tip.textContent = `${tgt[i]} → ${src[j]}: ${weight.toFixed(2)}`;
       }
     }
-    figure.replaceChildren(svg, el("figcaption", {}, "Cross-attention (交叉注意力) of the last decoder layer, mean of the heads: each row is an English token, each column a German one; the darker the cell, the more weight (the darkest is the map's largest)."));
+    const caption = "Cross-attention (交叉注意力) of the last decoder layer, mean of the heads: each row is an " +
+      "English token, each column a German one; the darker the cell, the more weight (the darkest is the " +
+      "map's largest).";
+    figure.replaceChildren(svg, el("figcaption", {}, caption));
   }
 
   function build(box) {
@@ -187,7 +203,9 @@
     const status = el("p", { class: "translator-status", role: "status" }, "Loading the model…");
     const bar = el("progress", { max: "1", value: "0", "aria-label": "loading the model" });
     const form = el("form", { class: "translator-form" });
-    const input = el("input", { type: "text", lang: "de", "aria-label": "a German sentence", placeholder: "Ein Mann fährt Fahrrad." });
+    const input = el("input", {
+      type: "text", lang: "de", "aria-label": "a German sentence", placeholder: "Ein Mann fährt Fahrrad.",
+    });
     const button = el("button", { type: "submit", disabled: "" }, "Translate");
     form.append(input, button);
     const examples = el("div", { class: "translator-examples" });
@@ -201,7 +219,13 @@
 
   async function start(box) {
     const ui = build(box);
-    const fail = (message) => { box.dataset.state = "error"; ui.bar.remove(); ui.status.textContent = message; ui.status.classList.add("translator-error"); };
+    const fail = (message) => {
+      box.dataset.state = "error";
+      ui.bar.remove();
+      ui.form.hidden = true;  // nothing to translate with
+      ui.status.textContent = message;
+      ui.status.classList.add("translator-error");
+    };
     if (typeof WebAssembly !== "object") {
       fail("This browser cannot run the translator: it needs WebAssembly, which is switched off or missing here. " +
            "The chapter's code cells translate the same way in Python.");
@@ -210,12 +234,14 @@
     let m;
     try {
       m = await load((received, total) => {
+        if (box.dataset.state === "error") return;  // another file failed; the rest still arrive
         ui.bar.value = Math.min(1, received / total);
-        ui.status.textContent = `Loading the model and ONNX Runtime: ${(received / 1e6).toFixed(1)} of ${(total / 1e6).toFixed(1)} MB…`;
+        const mb = (bytes) => (bytes / 1e6).toFixed(1);
+        ui.status.textContent = `Loading the model and ONNX Runtime: ${mb(received)} of ${mb(total)} MB…`;
       });
     } catch (error) {
-      const served = location.protocol === "file:" ? " Pages opened from file:// cannot load it: serve the site, e.g. " +
-        "python -m http.server -d _build/html, and open http://localhost:8000." : "";
+      const served = location.protocol !== "file:" ? "" : " A page opened from file:// cannot load them: " +
+        "serve the site, e.g. python -m http.server -d _build/html, and open http://localhost:8000.";
       fail(`The translator's files could not be loaded (${error.message}).${served}`);
       return;
     }

@@ -161,3 +161,20 @@ def test_at_a_phone_width_the_box_and_its_map_fit_the_screen(browser: Any, site_
         assert not log.problems(), log.problems()
     finally:
         page.context.close()
+
+
+MISSING_WEIGHTS = """(() => { const fetch = window.fetch;
+  window.fetch = (url, ...rest) => String(url).endsWith("/weights.bin")
+    ? Promise.resolve(new Response("", {status: 404})) : fetch(url, ...rest); })();"""
+
+
+def test_without_its_files_the_box_names_the_missing_one(browser: Any, site_url: str) -> None:  # noqa: F811
+    page, log = _open(browser, site_url, PAGE, init_script=MISSING_WEIGHTS)
+    try:
+        assert _wait_until_loaded(page) == "error"
+        message = page.inner_text("div.translator .translator-status")
+        assert "could not be loaded" in message and "weights.bin: HTTP 404" in message, message
+        assert not page.locator("div.translator form").is_visible(), "no form to type into"
+        assert not log.problems(), log.problems()
+    finally:
+        page.context.close()

@@ -1,13 +1,14 @@
-// Chapter 11's "Translate in your browser" box: the chapter's trained model, exported to ONNX,
-// runs in the reader's browser with ONNX Runtime Web (WebAssembly); no server, no kernel.
+// Chapter 11's "Translate in your browser" box: a model trained with the chapter's recipe, exported
+// to ONNX, runs in the reader's browser with ONNX Runtime Web (WebAssembly); no server, no kernel.
 //
 // A classic script (not a module), so that it runs even where modules cannot load (a page opened
 // from file://) and can say so in the box. It fills every <div class="translator"> of the page.
 // Files: translator/ holds the model (encoder.onnx, decoder.onnx, the weights both share in
 // weights.bin, tokenizer.json, config.json); vendor/ holds the pinned npm packages
 // onnxruntime-web and @huggingface/tokenizers, copied there by the book's build.
-// Decoding is greedy and follows transformer_book.browser_model.onnx_greedy step for step, so the
-// browser test can ask for exactly the tokens Python gets.
+// Each sentence is decoded twice, by greedy search and by beam search, following
+// transformer_book.browser_model.onnx_greedy and onnx_beam step for step, so that the browser test
+// can ask for exactly the tokens Python gets from the same files.
 (function () {
   "use strict";
   const here = new URL(".", document.currentScript.src);
@@ -71,7 +72,7 @@
   }
 
   // Greedy decoding, the decoder run over the whole prefix at each step (no key/value cache).
-  async function translate(m, sentence) {
+  async function greedyDecode(m, sentence) {
     const c = m.config;
     let ids = m.tokenizer.encode(sentence, { add_special_tokens: false }).ids.slice(0, c.max_len - 1);
     if (ids.length === 0) ids = [c.unk_id];
@@ -194,7 +195,7 @@
     }
     const caption = "Cross-attention (交叉注意力) of the last decoder layer, mean of the heads: each row is an " +
       "English token, each column a German one; the darker the cell, the more weight (the darkest is the " +
-      "map's largest).";
+      "map's largest). A long sentence's map scrolls sideways.";
     figure.replaceChildren(svg, el("figcaption", {}, caption));
   }
 
@@ -205,16 +206,38 @@
     const form = el("form", { class: "translator-form" });
     const input = el("input", {
       type: "text", lang: "de", "aria-label": "a German sentence", placeholder: "Ein Mann fährt Fahrrad.",
+      maxlength: "200",  // captions are short; each step re-reads the whole prefix: time grows with length squared
     });
     const button = el("button", { type: "submit", disabled: "" }, "Translate");
     form.append(input, button);
     const examples = el("div", { class: "translator-examples" });
-    const output = el("p", { class: "translator-output", lang: "en", "aria-live": "polite" });
+    const output = el("p", { class: "translator-output", "aria-live": "polite" });
+    const text = el("span", { class: "translator-text", lang: "en" });
+    output.append(el("span", { class: "translator-label" }, "greedy search: "), text);
     const beam = el("p", { class: "translator-beam", lang: "en", "aria-live": "polite" });
     const timing = el("p", { class: "translator-timing" });
     const figure = el("figure", { class: "translator-attention" });
     box.append(status, bar, form, examples, output, beam, timing, figure);
-    return { status, bar, form, input, button, examples, output, beam, timing, figure };
+    return { status, bar, form, input, button, examples, text, beam, timing, figure };
+  }
+
+  // Greedy search (its text, time and cross-attention map), then beam search; the ids go into the
+  // box's data attributes, where the browser test reads them.
+  async function translateBothWays(m, ui, box, sentence) {
+    const t0 = performance.now();
+    const result = await greedyDecode(m, sentence);
+    const ms = performance.now() - t0;
+    ui.text.textContent = result.text;
+    ui.beam.textContent = `beam search (${m.config.beam_size} beams): …`;
+    drawAttention(ui.figure, m, result);
+    const t1 = performance.now();
+    const beam = await beamSearch(m, result.ids, result.memory, result.src, result.maxLen);
+    const beamMs = performance.now() - t1;
+    ui.beam.textContent = `beam search (${m.config.beam_size} beams): ${detokenize(m, beam)}`;
+    ui.timing.textContent = `greedy: ${result.out.length - 1} tokens in ${ms.toFixed(0)} ms; ` +
+      `beam search: ${beamMs.toFixed(0)} ms (in this browser, one thread)`;
+    Object.assign(box.dataset, { tokens: JSON.stringify(result.out), ms: ms.toFixed(1),
+                                 beamTokens: JSON.stringify(beam), beamMs: beamMs.toFixed(1) });
   }
 
   async function start(box) {
@@ -256,24 +279,21 @@
       event.preventDefault();
       const sentence = ui.input.value.trim();
       if (!sentence || box.dataset.state === "busy") return;
-      ui.button.disabled = true;
+      const buttons = box.querySelectorAll("button");
+      buttons.forEach((b) => { b.disabled = true; });
       box.dataset.state = "busy";
-      const t0 = performance.now();
-      const result = await translate(m, sentence);
-      const ms = performance.now() - t0;
-      ui.output.textContent = result.text;
-      ui.beam.textContent = `beam search (${m.config.beam_size} beams): …`;
-      drawAttention(ui.figure, m, result);
-      const t1 = performance.now();
-      const beam = await beamSearch(m, result.ids, result.memory, result.src, result.maxLen);
-      const beamMs = performance.now() - t1;
-      ui.beam.textContent = `beam search (${m.config.beam_size} beams): ${detokenize(m, beam)}`;
-      ui.timing.textContent = `greedy: ${result.out.length - 1} tokens in ${ms.toFixed(0)} ms; ` +
-        `beam search: ${beamMs.toFixed(0)} ms (in this browser, one thread)`;
-      Object.assign(box.dataset, { tokens: JSON.stringify(result.out), ms: ms.toFixed(1),
-                                   beamTokens: JSON.stringify(beam), beamMs: beamMs.toFixed(1) });
-      ui.button.disabled = false;
-      box.dataset.state = "done";
+      ui.status.textContent = "Translating…";
+      await new Promise(requestAnimationFrame);  // show it: the model then holds the page until it is done
+      try {
+        await translateBothWays(m, ui, box, sentence);
+        ui.status.textContent = "Type a German sentence, or click an example.";
+        box.dataset.state = "done";
+      } catch (error) {
+        ui.status.textContent = `The translation stopped: ${error.message}`;
+        box.dataset.state = "error";
+      } finally {
+        buttons.forEach((b) => { b.disabled = false; });
+      }
     });
     ui.button.disabled = false;
     box.dataset.state = "ready";

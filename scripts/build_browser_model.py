@@ -6,7 +6,8 @@ Exports the checkpoint (a ``train-translation --save`` file; chapter 11 saves it
 ``_book_static/translator/`` with :func:`transformer_book.browser_model.build_browser_model` (int8
 weights, one shared weights file), then decodes Multi30k's test_2016_flickr with ONNX Runtime, greedy, as
 the page does: once with the int8 files, once with the float32 export of the same checkpoint. Writes
-the sizes and both BLEU scores to ``results/browser-model.json``, which chapter 11 reads. Minutes on a
+the sizes, both BLEU scores and the size of ONNX Runtime Web's WebAssembly (the page loads it too) to
+``results/browser-model.json``, which chapter 11 reads. Minutes on a
 laptop. The files are committed; the publishing workflow builds the site from them.
 """
 
@@ -67,9 +68,12 @@ def main() -> None:
     int8 = _bleu(Path(args.out), tokenizer, sources, references, limits) | {"bytes": sum(sizes.values())}
     for scored in (float32, int8):
         scored["mb"] = round(scored["bytes"] / 1e6, 2)
+    wasm = ROOT / "node_modules" / "onnxruntime-web" / "dist" / "ort-wasm-simd-threaded.wasm"  # the page loads it too
+    runtime = {"wasm_mb": round(wasm.stat().st_size / 1e6, 2)} if wasm.is_file() else {}
     result = {"task": "browser-model", "checkpoint": Path(args.checkpoint).name, "params": model.num_parameters(),
               "trained": metadata.get("results", {}), "files": sizes, "int8": int8, "float32": float32,
-              "test_sentences": len(sources), "decoding": "greedy, ONNX Runtime, one thread"}  # fmt: skip
+              "test_sentences": len(sources), "decoding": "greedy, ONNX Runtime, one thread",
+              "runtime": runtime}  # fmt: skip
     print(json.dumps(result, indent=1))
     write_translation_results(args.results, result)
 

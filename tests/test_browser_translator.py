@@ -59,7 +59,7 @@ def _translate(page: Any, sentence: str) -> dict[str, Any]:
     return page.evaluate("""() => { const box = document.querySelector('div.translator');
         return {tokens: JSON.parse(box.dataset.tokens), ms: Number(box.dataset.ms),
                 beam: JSON.parse(box.dataset.beamTokens), beam_ms: Number(box.dataset.beamMs),
-                text: box.querySelector('.translator-output').textContent,
+                text: box.querySelector('.translator-text').textContent,
                 cells: box.querySelectorAll('.translator-attention rect').length}; }""")
 
 
@@ -96,7 +96,7 @@ def test_the_box_translates_with_the_tokens_of_python_decoding_the_same_files(
         page.evaluate("() => { document.querySelector('div.translator').dataset.state = 'asked'; }")
         page.locator("div.translator .translator-examples button").first.click()  # the running example
         page.wait_for_function(f"() => ({STATE})() === 'done'")
-        clicked = page.inner_text("div.translator .translator-output")
+        clicked = page.inner_text("div.translator .translator-text")
         box = page.locator("div.translator")
         box.evaluate("el => el.scrollIntoView({block: 'center'})")  # clear of the page's sticky header
         box.screenshot(path=str(SCREENSHOTS / "translator.png"))  # docs/translator.png, for the README

@@ -194,7 +194,9 @@ def load_sessions(folder: str | os.PathLike[str]) -> dict[str, Any]:
     return {name: ort.InferenceSession(str(Path(folder) / f"{name}.onnx"), options) for name in GRAPHS}
 
 
-def onnx_greedy(sessions: dict[str, Any], src: np.ndarray, max_len: int, bos_id: int, eos_id: int) -> np.ndarray:
+def onnx_greedy(
+    sessions: dict[str, Any], src: np.ndarray, max_len: int, bos_id: int, eos_id: int, pad_id: int = 0
+) -> np.ndarray:
     """Greedy decoding, the decoder run over the prefix at each step. Shape: ``(B, S)`` -> ``(B, <= max_len)``.
 
     As :func:`~transformer_lib.decoding.greedy_decode`: ``<pad>`` is never chosen, a finished row is padded.
@@ -204,8 +206,8 @@ def onnx_greedy(sessions: dict[str, Any], src: np.ndarray, max_len: int, bos_id:
     done = np.zeros(src.shape[0], dtype=bool)
     for _ in range(max_len - 1):
         logits = sessions["decoder"].run(["logits"], {"tgt": tokens, "memory": memory, "src": src})[0][:, -1]
-        logits[:, 0] = -np.inf  # <pad>, id 0
-        best = np.where(done, 0, logits.argmax(-1))
+        logits[:, pad_id] = -np.inf
+        best = np.where(done, pad_id, logits.argmax(-1))
         tokens = np.concatenate([tokens, best[:, None]], axis=1)
         done |= best == eos_id
         if done.all():
@@ -226,15 +228,15 @@ def onnx_translate(sessions: dict[str, Any], tokenizer: BPETokenizer, sentences:
         for start in range(0, len(rows), 64):
             chunk = rows[start : start + 64]
             src = np.array([ids[i] for i in chunk], dtype=np.int64)
-            hyp = onnx_greedy(sessions, src, min(int(max_len_a * length + max_len_b), limit), tokenizer.bos_id,
-                              tokenizer.eos_id)  # fmt: skip
+            max_len = min(int(max_len_a * length + max_len_b), limit)
+            hyp = onnx_greedy(sessions, src, max_len, tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id)
             for i, row in zip(chunk, hyp.tolist(), strict=True):
                 out[i] = row[: row.index(tokenizer.eos_id) + 1] if tokenizer.eos_id in row else row
     return out
 
 
 def onnx_beam(sessions: dict[str, Any], src: np.ndarray, beam_size: int, max_len: int, bos_id: int, eos_id: int,
-              length_penalty: float) -> list[int]:  # fmt: skip
+              length_penalty: float, pad_id: int = 0) -> list[int]:  # fmt: skip
     """Beam search for one sentence as the page runs it: :func:`~transformer_lib.decoding.beam_search`'s rules.
 
     Each step extends every live beam by every token and examines the ``2 * beam_size`` best extensions in
@@ -248,7 +250,7 @@ def onnx_beam(sessions: dict[str, Any], src: np.ndarray, beam_size: int, max_len
         n = len(beams)
         feed = {"tgt": np.array(beams, dtype=np.int64), "memory": memory.repeat(n, 0), "src": src.repeat(n, 0)}
         logits = sessions["decoder"].run(["logits"], feed)[0][:, -1].astype(np.float64)  # (n, V)
-        logits[:, 0] = -np.inf  # <pad>
+        logits[:, pad_id] = -np.inf
         top = logits.max(axis=1, keepdims=True)
         # log-softmax summed in order (cumsum), as the page's loop sums it
         log_probs = logits - top - np.log(np.exp(logits - top).cumsum(axis=1)[:, -1:])

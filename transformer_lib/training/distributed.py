@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Iterable, Iterator
 from itertools import islice
@@ -182,4 +183,5 @@ def _shard(items: Iterator[T], index: int, size: int, tail: str) -> Iterator[T]:
 def cleanup() -> None:
     """Leave the process group (a no-op when there is none). Call it once at the end of the program."""
     if is_distributed():
+        gc.collect()  # free DistributedDataParallel wrappers (kept in reference cycles) while their group lives
         dist.destroy_process_group()

@@ -18,6 +18,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from transformer_book.browser_model import onnx_greedy
 from transformer_lib import (
     Batch,
     Transformer,
@@ -91,22 +92,6 @@ def _learn_to_copy(model: Transformer, batch: Batch, steps: int = 150) -> None:
         optimizer.step()
 
 
-def _onnx_greedy(sessions: dict[str, Any], src: np.ndarray, max_len: int, tokenizer: Any) -> np.ndarray:
-    """Greedy decoding as :func:`~.greedy_decode` does it, each step running the decoder over the prefix."""
-    memory = sessions["encoder"].run(None, {"src": src})[0]
-    tokens = np.full((src.shape[0], 1), tokenizer.bos_id, dtype=np.int64)
-    done = np.zeros(src.shape[0], dtype=bool)
-    for _ in range(max_len - 1):
-        logits = sessions["decoder"].run(None, {"tgt": tokens, "memory": memory, "src": src})[0][:, -1]
-        logits[:, tokenizer.pad_id] = -np.inf  # never generated
-        best = np.where(done, tokenizer.pad_id, logits.argmax(-1))
-        tokens = np.concatenate([tokens, best[:, None]], axis=1)
-        done |= best == tokenizer.eos_id
-        if done.all():
-            break
-    return tokens
-
-
 def _save(exported: dict[str, Any], folder: Path) -> Path:
     """The model saved as ``train-translation --save`` saves it."""
     metadata = checkpoint_metadata(exported["tokenizer"], {})
@@ -143,7 +128,8 @@ def test_greedy_decoding_through_onnx_gives_the_tokens_of_greedy_decode(exported
     assert 1 < finished.any(dim=1).sum() and finished.int().argmax(dim=1).unique().numel() > 1, "ends differ"
     for rows in (src, src[3:4]):  # the padded batch, and one sentence alone
         expected = greedy_decode(model, rows, 40, tokenizer.bos_id, tokenizer.eos_id)
-        assert _onnx_greedy(exported["sessions"], rows.numpy(), 40, tokenizer).tolist() == expected.tolist()
+        got = onnx_greedy(exported["sessions"], rows.numpy(), 40, tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id)
+        assert got.tolist() == expected.tolist()
 
 
 def test_export_onnx_command_exports_a_saved_checkpoint(

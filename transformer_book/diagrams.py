@@ -23,17 +23,10 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from transformer_lib.config import TransformerConfig
 
+from .concepts._style import COLOURS, INK  # one colour per kind of thing, in every figure of the book
+
 __all__ = ["architecture_figure", "multi_head_figure", "save_svg"]
 
-COLOURS = {
-    "attention": "#f9d3a5",
-    "feedforward": "#bcdcf3",
-    "norm": "#f3efb0",
-    "add": "#e6e6e6",
-    "embedding": "#f4c5d1",
-    "output": "#d8caf0",
-}
-INK = "#1a1a1a"
 BOX_W, BOX_H, GAP = 5.6, 0.95, 0.3
 # Point sizes: the page shows the figure about 8 inches wide, where 10.5 pt reads at about 13 px.
 LABEL, SMALL_LABEL, HEADING = 11.5, 10.5, 13.0

@@ -14,7 +14,7 @@ from matplotlib.patches import FancyBboxPatch
 
 INK = "#1a1a1a"
 MUTED = "#666666"
-# One colour per kind of thing, the same in every chapter (and as in diagrams.py's architecture).
+# One colour per kind of thing, the same in every chapter and in diagrams.py's architecture.
 COLOURS = {
     "attention": "#f9d3a5",
     "feedforward": "#bcdcf3",

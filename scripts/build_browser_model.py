@@ -21,8 +21,7 @@ from pathlib import Path
 
 from transformer_book.browser_model import build_browser_model, load_sessions, onnx_translate
 from transformer_lib import corpus_bleu, export_onnx, load_split
-from transformer_lib.cli import load_translation_checkpoint
-from transformer_lib.decoding import DecodeConfig
+from transformer_lib.cli import checkpoint_decoding, load_translation_checkpoint
 from transformer_lib.tasks.translation.results import write_translation_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,9 +51,7 @@ def main() -> None:
     parser.add_argument("--results", default=str(ROOT / "results" / "browser-model.json"))
     args = parser.parse_args()
     model, tokenizer, metadata = load_translation_checkpoint(args.checkpoint)
-    stored = metadata.get("decoding", {})  # the training run's settings (DecodeConfig's defaults for any missing)
-    fields = ("beam_size", "length_penalty", "max_len_a", "max_len_b")
-    decode = DecodeConfig(**{field: stored[field] for field in fields if field in stored})
+    decode = checkpoint_decoding(metadata, args.checkpoint)  # the training run's settings
     limits = {"max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
     beam = {"beam_size": decode.beam_size, "length_penalty": decode.length_penalty}
     sizes = build_browser_model(model, tokenizer, args.out, limits | beam | {"examples": EXAMPLES})

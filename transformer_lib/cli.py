@@ -192,16 +192,21 @@ def load_translation_checkpoint(
         raise CLIError(str(error)) from None
 
 
+def checkpoint_decoding(metadata: dict[str, Any], path: str | os.PathLike[str]) -> DecodeConfig:
+    """The decoding settings a checkpoint's training run stored; :class:`~.DecodeConfig`'s defaults for any missing."""
+    stored = metadata.get("decoding", {})  # an older checkpoint may lack some
+    try:
+        return DecodeConfig(**{f: v for f, v in stored.items() if f in DecodeConfig.__dataclass_fields__})
+    except (TypeError, ValueError) as error:
+        raise CLIError(f"checkpoint {str(path)!r} has bad decoding settings: {error}") from None
+
+
 def _run_translate(args: argparse.Namespace) -> int:
     model, tokenizer, metadata = load_translation_checkpoint(args.checkpoint, _device(args.device))
     sentences = [s.strip() for s in args.sentences]
     if not all(sentences):
         raise CLIError("every SENTENCE must hold some text")
-    stored = metadata.get("decoding", {})  # the training run's settings; an older checkpoint may lack some
-    try:
-        decode = DecodeConfig(**{f: stored[f] for f in ("length_penalty", "max_len_a", "max_len_b") if f in stored})
-    except (TypeError, ValueError) as error:
-        raise CLIError(f"checkpoint {args.checkpoint!r} has bad decoding settings: {error}") from None
+    decode = checkpoint_decoding(metadata, args.checkpoint)
     limits = {"max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
     print(*translate(model, tokenizer, sentences, args.beam, decode.length_penalty, **limits), sep="\n", flush=True)
     return 0

@@ -183,5 +183,5 @@ def _shard(items: Iterator[T], index: int, size: int, tail: str) -> Iterator[T]:
 def cleanup() -> None:
     """Leave the process group (a no-op when there is none). Call it once at the end of the program."""
     if is_distributed():
-        gc.collect()  # free DistributedDataParallel wrappers (kept in reference cycles) while their group lives
+        gc.collect()  # DistributedDataParallel sits in a reference cycle (via its constructor's frame): free it now
         dist.destroy_process_group()

@@ -11,6 +11,8 @@ trains and runs it; this package is everything only the book needs.
 * :mod:`~.memory`: peak memory and key/value cache bytes (chapter 12, the benchmarks);
 * :mod:`~.machine`: the one-line name of the machine a timing ran on;
 * :mod:`~.attention_maps`: recording the attention weights of a model during a forward pass;
+* :mod:`~.browser_model`: the files of chapter 11's browser translator (ONNX, int8), and decoding them as
+  the page does;
 * :mod:`~.example`: the running example of chapters 1 to 5;
 * :mod:`~.plotting`, :mod:`~.interactive`, :mod:`~.explorers`, :mod:`~.model_explorers`,
   :mod:`~.diagrams` and :mod:`~.concepts`: the figures (matplotlib, plotly).

@@ -51,7 +51,7 @@ book: $(STAMP) npm-packages
 # The chapters' code cells too: formatted by ruff, no line wider than the book's code boxes
 # (chapters/ruff.toml).
 lint: $(STAMP)
-	$(PY) -m ruff check transformer_lib transformer_book tests benchmarks scripts _ext conftest.py
+	$(PY) -m ruff check transformer_lib transformer_tasks transformer_book tests benchmarks scripts _ext conftest.py
 	$(PY) -m ruff format --check chapters
 	$(PY) -m ruff check chapters
 

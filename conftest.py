@@ -1,6 +1,6 @@
 """pytest's configuration for the whole repository: the unit tests (``tests/``) and the chapters (nbval).
 
-Multi30k is found the way the package finds it (:func:`transformer_lib.data.multi30k.default_data_dir`):
+Multi30k is found the way the package finds it (:func:`transformer_tasks.multi30k.default_data_dir`):
 the folder in ``MULTI30K_DIR``, else the user cache, where a missing file is downloaded and verified.
 When it can be neither found nor downloaded (offline, say), every test that needs it and every
 chapter that declares it needs it (notebook metadata ``"transformer_book": {"needs": ["multi30k"]}``)
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_lib.data import multi30k
+from transformer_tasks import multi30k
 
 MULTI30K_REASON = (
     "Multi30k is not available: set MULTI30K_DIR to a folder holding its six .gz files, or run once with "
@@ -49,7 +49,7 @@ def unavailable() -> Callable[[str], None]:
 def multi30k_folder() -> Path | None:
     """The verified Multi30k folder, downloading what is missing; ``None`` when that is impossible.
 
-    A file that is there but corrupted raises :class:`~transformer_lib.data.multi30k.ChecksumError`: that
+    A file that is there but corrupted raises :class:`~transformer_tasks.multi30k.ChecksumError`: that
     is a real failure, never a skip.
     """
     folder = multi30k.default_data_dir()

@@ -21,7 +21,7 @@ from transformer_book.machine import machine_name
 from transformer_lib.config import TransformerConfig
 from transformer_lib.runtime import cpu_flags as runtime_cpu_flags
 from transformer_lib.runtime import cpu_name, pick_device
-from transformer_lib.tasks.translation import translation_profile
+from transformer_tasks.translation import translation_profile
 
 
 def info(message: str) -> None:

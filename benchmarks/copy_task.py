@@ -14,7 +14,7 @@ default), its own embeddings (scaled by sqrt(d_model)), sinusoidal positional en
 layer; Adam(0.9, 0.98, 1e-9), lr 3e-3 after a linear warm-up of 200 steps,
 then constant; batch 64; plain cross-entropy.
 
-Library: ``transformer_lib.tasks.copy.run_copy_task`` with its default settings.
+Library: ``transformer_tasks.copy.run_copy_task`` with its default settings.
 
 Usage::
 
@@ -35,8 +35,7 @@ import time
 import torch
 from torch import Tensor, nn
 
-from transformer_lib.data.copy import BOS_ID, VOCAB_SIZE, copy_batches, copy_targets, held_out_sequences
-from transformer_lib.tasks.copy import run_copy_task
+from transformer_tasks.copy import BOS_ID, VOCAB_SIZE, copy_batches, copy_targets, held_out_sequences, run_copy_task
 
 
 class BaselineCopyModel(nn.Module):

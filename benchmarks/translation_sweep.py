@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lib.files import atomic_write
-from transformer_lib.runtime import describe_machine, source_commit
-from transformer_lib.tasks.translation import (
+from transformer_tasks.records import describe_machine, source_commit
+from transformer_tasks.translation import (
     TranslationConfig,
     apply_overrides,
     evaluate_translation,

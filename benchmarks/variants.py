@@ -5,13 +5,13 @@ fields changed (see :func:`variants`); everything else is identical: the data, t
 optimizer, the schedule, the evaluation and the budget. ``swiglu`` and ``modern`` use a SwiGLU hidden
 width of 2/3 of ``d_ff`` (85 for 128), which keeps the parameter count of the ReLU network.
 
-* **Copy task** (``transformer_lib.tasks.copy.run_copy_task``, default settings: Pre-LN model of
+* **Copy task** (``transformer_tasks.copy.run_copy_task``, default settings: Pre-LN model of
   d_model 64, 1+1 layers, 4 heads, d_ff 128; batch 64, peak lr 3e-3; greedy decoding of the 1,000
   held-out sequences every 50 steps; at most 3,000 steps). Per variant and seed: whether 100%
   exact match was reached, after how many optimizer steps, and the seconds spent in training steps
   (evaluation excluded). Steps are reproducible for a seed on a given CPU with the same number of
   threads (a different summation order is enough to change them); seconds depend on the machine's load.
-* **Translation, ``smoke`` profile** (``transformer_lib.tasks.translation``: 3,000 training pairs, a
+* **Translation, ``smoke`` profile** (``transformer_tasks.translation``: 3,000 training pairs, a
   1,000-token BPE vocabulary, d_model 64, 2+2 layers, Pre-LN; 200 test sentences). The budget is
   150 optimizer steps (:data:`SMOKE_COMPARISON`: longer than the tests' smoke runs); the profile's
   time cap is lifted so that machine load cannot cut one variant shorter than another. Per variant:
@@ -73,13 +73,8 @@ import torch
 from _common import cpu_name, info, load_average
 
 from transformer_lib.files import atomic_write
-from transformer_lib.tasks.copy import copy_model_config, run_copy_task
-from transformer_lib.tasks.translation import (
-    apply_overrides,
-    evaluate_translation,
-    train_translation,
-    translation_profile,
-)
+from transformer_tasks.copy import copy_model_config, run_copy_task
+from transformer_tasks.translation import apply_overrides, evaluate_translation, train_translation, translation_profile
 
 COPY_D_FF = 128  # copy_model_config's d_ff
 TRANSLATION_D_FF = {"smoke": 128, "cpu": 1024}  # each translation profile's d_ff

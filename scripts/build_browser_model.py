@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from transformer_book.browser_model import build_browser_model, load_sessions, onnx_translate
-from transformer_lib import corpus_bleu, export_onnx, load_split
-from transformer_lib.cli import checkpoint_decoding, load_translation_checkpoint
-from transformer_lib.tasks.translation.results import write_translation_results
+from transformer_tasks import corpus_bleu, export_onnx, load_split
+from transformer_tasks.cli import checkpoint_decoding, load_translation_checkpoint
+from transformer_tasks.translation.results import write_translation_results
 
 ROOT = Path(__file__).resolve().parents[1]
 # Sentences the page offers to click: the book's running example (a training caption), then test captions.

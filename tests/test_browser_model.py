@@ -1,7 +1,7 @@
 """The files of chapter 11's browser translator (transformer_book.browser_model), on a small model.
 
 Exported without quantisation, the decoder's two outputs equal PyTorch's logits and its recorded
-cross-attention, and :func:`onnx_translate` gives :func:`~transformer_lib.translate`'s greedy tokens.
+cross-attention, and :func:`onnx_translate` gives :func:`~transformer_tasks.translate`'s greedy tokens.
 Quantised (the files the site ships), the weights are int8, each tensor is stored once in
 ``weights.bin``, and the greedy tokens stay those of the float32 graphs on sentences the model knows.
 """
@@ -27,8 +27,9 @@ from transformer_book.browser_model import (
     onnx_beam,
     onnx_translate,
 )
-from transformer_lib import beam_search, translate
+from transformer_lib import beam_search
 from transformer_lib.eval_mode import eval_mode
+from transformer_tasks import translate
 
 LIMITS = {"max_len_a": 1.5, "max_len_b": 10}
 

@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from transformer_book.concepts.copy_task import FIGURES, copy_task_figure, token_label  # noqa: E402
-from transformer_lib.data.copy import BOS_ID, EOS_ID, copy_batch, held_out_sequences  # noqa: E402
+from transformer_tasks.copy import BOS_ID, EOS_ID, copy_batch, held_out_sequences  # noqa: E402
 
 
 def _rows(fig) -> dict[float, list[str]]:

@@ -14,7 +14,7 @@ from transformer_book.concepts import all_figures  # noqa: E402
 from transformer_book.concepts._style import MAX_WIDTH, SMALL  # noqa: E402
 from transformer_book.concepts.translation import FIGURES, pipeline_figure  # noqa: E402
 from transformer_book.example import ENGLISH, GERMAN  # noqa: E402
-from transformer_lib import translation_profile  # noqa: E402
+from transformer_tasks import translation_profile  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,8 @@ import torch
 
 from transformer_book.attention_maps import record_attention
 from transformer_lib import load_checkpoint
-from transformer_lib.data.copy import (
+from transformer_lib.decoding import beam_search, greedy_decode
+from transformer_tasks.copy import (
     BOS_ID,
     EOS_ID,
     FIRST_SYMBOL,
@@ -18,11 +19,11 @@ from transformer_lib.data.copy import (
     VOCAB_SIZE,
     copy_batch,
     copy_batches,
+    copy_exact_match,
     copy_targets,
     held_out_sequences,
+    run_copy_task,
 )
-from transformer_lib.decoding import beam_search, greedy_decode
-from transformer_lib.tasks.copy import copy_exact_match, run_copy_task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -87,7 +88,7 @@ def test_trained_cross_attention_aligns_each_output_with_its_source_position(tra
 
 def test_untrained_model_does_not_copy():
     from transformer_lib import Transformer
-    from transformer_lib.tasks.copy import copy_model_config
+    from transformer_tasks.copy import copy_model_config
 
     torch.manual_seed(0)
     assert copy_exact_match(Transformer(copy_model_config()), held_out_sequences(100)) == 0.0

@@ -23,8 +23,6 @@ from safetensors.torch import load_file
 from torch.nn.parallel import DistributedDataParallel
 
 from transformer_lib import load_checkpoint, read_checkpoint_header
-from transformer_lib.cli import main
-from transformer_lib.tasks.copy import CopyTaskSettings, run_copy_task
 from transformer_lib.training import TrainConfig, evaluate_loss, sequence_loss, train, train_state_path
 from transformer_lib.training.distributed import (
     all_gather_object,
@@ -41,6 +39,8 @@ from transformer_lib.training.distributed import (
     shard_batches,
     world_size,
 )
+from transformer_tasks.cli import main
+from transformer_tasks.copy import CopyTaskSettings, run_copy_task
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER_PATH = Path(__file__).with_name("_distributed_worker.py")
@@ -235,7 +235,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(equal_run, tmp_path):
 
 def test_cli_copy_under_torchrun_prints_one_json_line_and_matches_one_process(tmp_path):
     path = tmp_path / "ddp.safetensors"
-    done = torchrun("-m", "transformer_lib", "copy", "--device", "cpu", "--max-steps", "8", "--save", str(path))
+    done = torchrun("-m", "transformer_tasks", "copy", "--device", "cpu", "--max-steps", "8", "--save", str(path))
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, done.stdout  # rank 0 only

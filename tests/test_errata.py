@@ -27,7 +27,6 @@ from transformer_lib import (
     PositionalEncoding,
     Transformer,
     causal_mask,
-    load_split,
     make_batch,
     noam_rate,
     noam_schedule,
@@ -36,6 +35,7 @@ from transformer_lib import (
 )
 from transformer_lib.nn.multihead import guarded_attention
 from transformer_lib.training import TrainConfig, sequence_loss, train
+from transformer_tasks import load_split
 
 D_MODEL, HEADS, D_FF = 16, 2, 32
 

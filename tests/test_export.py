@@ -23,18 +23,17 @@ from transformer_lib import (
     Batch,
     Transformer,
     TransformerConfig,
-    export_onnx,
     greedy_decode,
-    load_split,
     make_batch,
     save_checkpoint,
     sequence_loss,
     train_bpe_tokenizer,
 )
-from transformer_lib.cli import main
 from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.eval_mode import eval_mode
-from transformer_lib.tasks.translation.data import checkpoint_metadata
+from transformer_tasks import export_onnx, load_split
+from transformer_tasks.cli import main
+from transformer_tasks.translation.data import checkpoint_metadata
 
 ATOL = 1e-4  # float32 logits of ONNX Runtime against PyTorch's (measured: at most 4e-6)
 SENTENCES = [

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer_lib.data import multi30k
-from transformer_lib.data.multi30k import ChecksumError, DownloadError, load_multi30k, load_split
+from transformer_tasks import multi30k
+from transformer_tasks.multi30k import ChecksumError, DownloadError, load_multi30k, load_split
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

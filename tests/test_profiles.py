@@ -17,14 +17,9 @@ import torch
 from transformer_lib import Transformer
 from transformer_lib.data.batching import make_batch
 from transformer_lib.runtime import amp_for_device
-from transformer_lib.tasks.translation import (
-    TRANSLATION_PROFILES,
-    TranslationConfig,
-    apply_overrides,
-    translation_profile,
-)
-from transformer_lib.tasks.translation.profiles import settable_fields
 from transformer_lib.training import train
+from transformer_tasks.translation import TRANSLATION_PROFILES, TranslationConfig, apply_overrides, translation_profile
+from transformer_tasks.translation.profiles import settable_fields
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 VOCAB = 64

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib.runtime import PROFILES, amp_for_device, cpu_flags, cpu_info, default_profile, resolve_amp
+from transformer_lib.runtime import amp_for_device, cpu_flags, cpu_info, resolve_amp
+from transformer_tasks import TRANSLATION_PROFILES, default_profile
 
-PACKAGE = Path(__file__).resolve().parents[1] / "transformer_lib"
+PACKAGES = [Path(__file__).resolve().parents[1] / name for name in ("transformer_lib", "transformer_tasks")]
 
 
 def test_the_profile_follows_the_device_when_not_forced(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,7 +29,7 @@ def test_ci_does_not_choose_the_profile(monkeypatch: pytest.MonkeyPatch, ci: str
     assert default_profile(torch.device("cpu")) == "cpu"
 
 
-@pytest.mark.parametrize("name", PROFILES)
+@pytest.mark.parametrize("name", list(TRANSLATION_PROFILES))
 def test_transformer_profile_overrides_the_device(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setenv("TRANSFORMER_PROFILE", name)
     assert default_profile(torch.device("cpu")) == name
@@ -42,12 +43,12 @@ def test_an_unknown_profile_is_refused_naming_the_variable(monkeypatch: pytest.M
 
 
 def test_the_package_never_reads_the_ci_variable() -> None:
-    """No ``os.environ[...]``/``os.environ.get(...)``/``os.getenv(...)`` of ``"CI"`` anywhere in the package."""
+    """No ``os.environ[...]``/``os.environ.get(...)``/``os.getenv(...)`` of ``"CI"`` in either package."""
     readers = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted(p for package in PACKAGES for p in package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and node.value == "CI":
-                readers.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+                readers.append(f"{path.relative_to(PACKAGES[0].parent)}:{node.lineno}")
     assert readers == []
 
 
@@ -102,7 +103,8 @@ def test_cpu_info_reads_the_first_processor_and_nothing_where_there_is_no_file(t
 
 
 def test_the_package_reads_proc_cpuinfo_in_one_place() -> None:
+    modules = [m for package in PACKAGES for m in package.rglob("*.py")]
     readers = [
-        str(m.relative_to(PACKAGE)) for m in PACKAGE.rglob("*.py") if '/proc/cpuinfo"' in m.read_text(encoding="utf-8")
+        m.relative_to(PACKAGES[0].parent).as_posix() for m in modules if '/proc/cpuinfo"' in m.read_text("utf-8")
     ]
-    assert readers == ["runtime.py"]
+    assert readers == ["transformer_lib/runtime.py"]

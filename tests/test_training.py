@@ -16,7 +16,6 @@ from torch.utils.data import DataLoader
 from transformer_book.reference import TorchTransformer, torch_state_dict
 from transformer_lib import Transformer, TransformerConfig, noam_rate
 from transformer_lib.data.batching import Batch, TokenBudgetSampler, batch_loader, make_batch, token_batches
-from transformer_lib.data.copy import copy_batch
 from transformer_lib.runtime import resolve_amp
 from transformer_lib.training import (
     TrainConfig,
@@ -27,6 +26,7 @@ from transformer_lib.training import (
     train,
     train_state_path,
 )
+from transformer_tasks.copy import copy_batch
 
 PAD, BOS, EOS = 0, 1, 2
 VOCAB = 13

@@ -13,27 +13,25 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib import (
+from transformer_lib import evaluate_loss, read_checkpoint_header, token_batches
+from transformer_lib.data.tokenizer import train_translation_tokenizer
+from transformer_lib.training import state as training_state
+from transformer_tasks import (
     TranslationEvaluation,
     TranslationRun,
     corpus_bleu,
-    evaluate_loss,
     evaluate_translation,
-    read_checkpoint_header,
     run_translation,
     save_translation,
-    token_batches,
     train_translation,
     translate,
     translation_summary,
 )
-from transformer_lib.cli import load_translation_checkpoint
-from transformer_lib.data.multi30k import load_multi30k
-from transformer_lib.data.tokenizer import train_translation_tokenizer
-from transformer_lib.tasks.translation import TRANSLATION_PROFILES, ResumeError, apply_overrides, encode_pairs
-from transformer_lib.tasks.translation import train as translation_training
-from transformer_lib.tasks.translation.checkpoints import RunDirectory
-from transformer_lib.training import state as training_state
+from transformer_tasks.cli import load_translation_checkpoint
+from transformer_tasks.multi30k import load_multi30k
+from transformer_tasks.translation import TRANSLATION_PROFILES, ResumeError, apply_overrides, encode_pairs
+from transformer_tasks.translation import train as translation_training
+from transformer_tasks.translation.checkpoints import RunDirectory
 
 SEED = 3
 

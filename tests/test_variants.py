@@ -55,7 +55,7 @@ from transformer_lib.nn.positional import (
     RotaryEmbedding,
     rotary_tables,
 )
-from transformer_lib.tasks.translation import apply_overrides, translation_profile
+from transformer_tasks.translation import apply_overrides, translation_profile
 
 F64 = torch.float64
 PAD, BOS, EOS = 0, 1, 2

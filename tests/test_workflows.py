@@ -85,7 +85,7 @@ def test_tests_workflow_runs_the_readme_test_command_on_both_pythons() -> None:
 
 def test_tests_workflow_keeps_multi30k_where_the_package_looks(monkeypatch: pytest.MonkeyPatch) -> None:
     """The workflow caches the user cache (no folder beside the repository), and fills it with the package."""
-    from transformer_lib.data.multi30k import default_data_dir
+    from transformer_tasks.multi30k import default_data_dir
 
     monkeypatch.delenv("MULTI30K_DIR", raising=False)
     job = _job(_load("tests.yml"), "test")

@@ -36,9 +36,9 @@ from torch import Tensor, nn
 from transformer_lib import Transformer
 from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.eval_mode import eval_mode
-from transformer_lib.export import export_onnx
 from transformer_lib.files import atomic_write
 from transformer_lib.nn.masks import padding_mask
+from transformer_tasks.export import export_onnx
 
 from .attention_maps import record_attention
 

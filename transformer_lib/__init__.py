@@ -1,5 +1,7 @@
 """transformer_lib: the Transformer built one tested piece at a time.
 
+The library holds what the chapters teach: the building blocks, the model, its training and its
+decoders. The tasks, the data set and the command line are the application, ``transformer_tasks``.
 Every name of the public interface is importable from here; the book's API reference page
 (``api.md``, generated from the docstrings) documents each one in the module where it lives.
 """
@@ -7,10 +9,8 @@ Every name of the public interface is importable from here; the book's API refer
 from .checkpoint import load_checkpoint, read_checkpoint_header, save_checkpoint
 from .config import TransformerConfig
 from .data.batching import Batch, make_batch, token_batches
-from .data.multi30k import ChecksumError, DownloadError, Multi30kError, load_multi30k, load_split
 from .data.tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
 from .decoding import DecodeConfig, beam_search, greedy_decode, length_penalty_factor, sequence_log_prob
-from .export import export_onnx
 from .model import Transformer
 from .nn.attention import scaled_dot_product_attention
 from .nn.embedding import TokenEmbedding
@@ -20,21 +20,6 @@ from .nn.masks import causal_mask, padding_mask, target_mask
 from .nn.multihead import KVCache, MultiHeadAttention
 from .nn.norms import LayerNorm, RMSNorm
 from .nn.positional import PositionalEncoding, sinusoidal_table
-from .tasks.bleu import bleu_signature, corpus_bleu
-from .tasks.copy import CopyTaskSettings, copy_exact_match, run_copy_task
-from .tasks.translation import (
-    TRANSLATION_PROFILES,
-    TranslationConfig,
-    TranslationEvaluation,
-    TranslationRun,
-    evaluate_translation,
-    run_translation,
-    save_translation,
-    train_translation,
-    translate,
-    translation_profile,
-    translation_summary,
-)
 from .training import TrainConfig, TrainResult, evaluate_loss, sequence_loss, train, train_state_path
 from .training.schedule import noam_rate, noam_schedule
 
@@ -45,12 +30,8 @@ __all__ = ["TokenEmbedding", "PositionalEncoding", "sinusoidal_table", "scaled_d
 __all__ += ["causal_mask", "padding_mask", "target_mask", "KVCache", "MultiHeadAttention", "LayerNorm", "RMSNorm"]
 __all__ += ["FeedForward", "LayerSpec", "Encoder", "EncoderLayer", "Decoder", "DecoderLayer"]
 __all__ += ["TransformerConfig", "Transformer", "load_checkpoint", "read_checkpoint_header", "save_checkpoint"]
-__all__ += ["Batch", "make_batch", "token_batches", "ChecksumError", "DownloadError", "Multi30kError"]
-__all__ += ["load_multi30k", "load_split", "BPETokenizer", "train_bpe_tokenizer", "train_translation_tokenizer"]
+__all__ += ["Batch", "make_batch", "token_batches"]
+__all__ += ["BPETokenizer", "train_bpe_tokenizer", "train_translation_tokenizer"]
 __all__ += ["TrainConfig", "TrainResult", "train", "sequence_loss", "evaluate_loss", "train_state_path"]
 __all__ += ["noam_rate", "noam_schedule"]
 __all__ += ["DecodeConfig", "greedy_decode", "beam_search", "sequence_log_prob", "length_penalty_factor"]
-__all__ += ["CopyTaskSettings", "run_copy_task", "copy_exact_match", "bleu_signature", "corpus_bleu"]
-__all__ += ["TRANSLATION_PROFILES", "TranslationConfig", "TranslationRun", "TranslationEvaluation", "translate"]
-__all__ += ["train_translation", "evaluate_translation", "translation_summary", "save_translation"]
-__all__ += ["run_translation", "translation_profile", "export_onnx"]

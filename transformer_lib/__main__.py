@@ -1,5 +1,5 @@
-"""``python -m transformer_lib``: the command line (see :mod:`transformer_lib.cli`)."""
+"""``python -m transformer_lib`` runs nothing: the command line is ``python -m transformer_tasks``."""
 
-from .cli import main
+import sys
 
-raise SystemExit(main())
+sys.exit(f"the command line is now: python -m transformer_tasks {' '.join(sys.argv[1:])}".rstrip())

@@ -1,4 +1,4 @@
-"""Where and how a run happens: the device, the seeds, the training profile, the precision, the machine."""
+"""Where and how a run happens: the device, the seeds, the threads, the precision, the CPU."""
 
 from __future__ import annotations
 
@@ -6,14 +6,12 @@ import contextlib
 import os
 import platform
 import random
-import subprocess
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 import torch
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-PROFILES = ("smoke", "cpu", "gpu")
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -34,24 +32,6 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-PROFILE_ENV_VAR = "TRANSFORMER_PROFILE"
-
-
-def default_profile(device: torch.device | None = None) -> str:
-    """The training profile for this run: ``"gpu"`` on a CUDA device, else ``"cpu"``.
-
-    The ``TRANSFORMER_PROFILE`` environment variable, when set, overrides the choice: ``make test``
-    sets it to ``"smoke"`` so that the chapters and the command line train for seconds, not minutes.
-    """
-    forced = os.environ.get(PROFILE_ENV_VAR)
-    if forced:
-        if forced not in PROFILES:
-            raise ValueError(f"{PROFILE_ENV_VAR}={forced!r} is not one of {list(PROFILES)}")
-        return forced
-    device = device if device is not None else pick_device()
-    return "gpu" if device.type == "cuda" else "cpu"
 
 
 @contextlib.contextmanager
@@ -122,33 +102,3 @@ def cpu_name() -> str:
     """The CPU's model name (``/proc/cpuinfo`` on Linux), else what Python's ``platform`` module knows of it."""
     # platform.processor() is empty on many Linux machines; the architecture is better than nothing.
     return cpu_info().get("model name") or platform.processor() or platform.machine()
-
-
-def describe_machine(device: torch.device | None = None) -> dict[str, object]:
-    """Where a result was measured: CPU, logical CPUs, GPU, platform, Python and PyTorch versions."""
-    gpu = torch.cuda.get_device_name(device) if device is not None and device.type == "cuda" else None
-    return {
-        "cpu": cpu_name(),
-        "logical_cpus": os.cpu_count(),
-        "gpu": gpu,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-    }
-
-
-def source_commit(folder: str | os.PathLike[str] = ".") -> str | None:
-    """The git commit of the code that ran (``"<sha>+changes"`` with uncommitted changes; ``None`` outside git)."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=10)
-        if done.returncode != 0:
-            raise OSError(done.stderr)
-        return done.stdout.strip()
-
-    try:
-        sha = git("rev-parse", "HEAD")
-        changed = git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return sha + ("+changes" if changed else "")

@@ -1,7 +1,7 @@
 """Chapter 10's concept picture: the copy task (复制任务), trained with teacher forcing, tested greedily.
 
-The figure shows the first held-out sequence of :func:`~transformer_lib.data.copy.held_out_sequences`
-as :func:`~transformer_lib.data.copy.copy_batch` turns it into the three rows of a training example:
+The figure shows the first held-out sequence of :func:`~transformer_tasks.copy.held_out_sequences`
+as :func:`~transformer_tasks.copy.copy_batch` turns it into the three rows of a training example:
 the source, what the decoder reads (``<bos>`` then the symbols: the target shifted right) and what it
 must predict (the symbols then ``<eos>``). The top panel is training: the decoder reads the *true*
 tokens and predicts every next token at once (teacher forcing, 教师强制). The bottom panel is test
@@ -15,7 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
-from transformer_lib.data.copy import BOS_ID, EOS_ID, PAD_ID, copy_batch, held_out_sequences
+from transformer_tasks.copy import BOS_ID, EOS_ID, PAD_ID, copy_batch, held_out_sequences
 
 from ._style import FONT, INK, MUTED, SMALL, TITLE, arrow, box, canvas
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from transformer_lib.tasks.translation.profiles import translation_profile
+from transformer_tasks.translation.profiles import translation_profile
 
 from ..example import ENGLISH, GERMAN
 from ._style import FONT, INK, MUTED, SMALL, arrow, box, canvas

@@ -24,8 +24,8 @@ from transformer_lib.data.tokenizer import train_bpe_tokenizer
 from transformer_lib.nn.feedforward import FeedForward
 from transformer_lib.nn.multihead import MultiHeadAttention
 from transformer_lib.nn.norms import LayerNorm
-from transformer_lib.tasks.translation import prepare_translation_data, translation_profile
 from transformer_lib.training import TrainConfig
+from transformer_tasks.translation import prepare_translation_data, translation_profile
 
 
 # ---------------------------------------------------------------------------------------------

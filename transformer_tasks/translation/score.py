@@ -14,13 +14,14 @@ import torch
 from sacrebleu.metrics.bleu import BLEUScore
 from tqdm.auto import tqdm
 
-from ...data.tokenizer import BPETokenizer
-from ...decoding import DecodeConfig, beam_search, greedy_decode
-from ...eval_mode import eval_mode
-from ...model import Transformer
-from ...runtime import torch_threads
-from ...training.distributed import is_main_process
-from ...validation import check_positive_int
+from transformer_lib.data.tokenizer import BPETokenizer
+from transformer_lib.decoding import DecodeConfig, beam_search, greedy_decode
+from transformer_lib.eval_mode import eval_mode
+from transformer_lib.model import Transformer
+from transformer_lib.runtime import torch_threads
+from transformer_lib.training.distributed import is_main_process
+from transformer_lib.validation import check_positive_int
+
 from ..bleu import bleu_signature, corpus_bleu
 from .profiles import TranslationConfig
 from .results import save_translation, translation_summary

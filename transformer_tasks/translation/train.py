@@ -11,16 +11,17 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from ...data.batching import Batch, batch_loader
-from ...data.multi30k import load_multi30k
-from ...data.tokenizer import BPETokenizer
-from ...model import Transformer
-from ...runtime import default_profile, pick_device, set_seed, torch_threads
-from ...training import TrainResult, evaluate_loss, train
-from ...training.distributed import is_distributed, is_main_process, main_process_first, world_size
+from transformer_lib.data.batching import Batch, batch_loader
+from transformer_lib.data.tokenizer import BPETokenizer
+from transformer_lib.model import Transformer
+from transformer_lib.runtime import pick_device, set_seed, torch_threads
+from transformer_lib.training import TrainResult, evaluate_loss, train
+from transformer_lib.training.distributed import is_distributed, is_main_process, main_process_first, world_size
+
+from ..multi30k import load_multi30k
 from .checkpoints import RunDirectory
 from .data import TranslationData, prepare_translation_data
-from .profiles import TranslationConfig, translation_profile
+from .profiles import TranslationConfig, default_profile, translation_profile
 from .results import save_translation
 
 
@@ -173,7 +174,7 @@ def train_translation(
     save: str | Path | None = None,
     resume: bool = False,
 ) -> TranslationRun:
-    """Steps 1-3 of the pipeline: data (:mod:`~transformer_lib.data.multi30k`), tokenizer, training, averaging;
+    """Steps 1-3 of the pipeline: data (:mod:`~transformer_tasks.multi30k`), tokenizer, training, averaging;
     ``profile``: a name, a :class:`~.TranslationConfig` (e.g. from :func:`~.apply_overrides`) or ``None``
     for :func:`~.default_profile`. ``save``: write the model there (:func:`~.save_translation`, without
     test results). ``resume``: continue the run whose state ``train.checkpoint_path`` holds, to the

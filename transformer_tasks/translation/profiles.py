@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from ...config import TransformerConfig, _check_field
-from ...data.tokenizer import BPETokenizer
-from ...decoding import DecodeConfig
-from ...training import TrainConfig
+import torch
+
+from transformer_lib.config import TransformerConfig, _check_field
+from transformer_lib.data.tokenizer import BPETokenizer
+from transformer_lib.decoding import DecodeConfig
+from transformer_lib.runtime import pick_device
+from transformer_lib.training import TrainConfig
 
 SECTIONS = ("model", "train", "decode", "data")
 VOCABULARY_FIELDS = ("src_vocab_size", "tgt_vocab_size")  # set by data.vocab_size, not on their own
@@ -141,6 +145,24 @@ def translation_profile(
         return profile
     limits = {"max_steps": max_steps, "max_epochs": None, "time_budget_s": time_budget_s}
     return replace(profile, train=replace(profile.train, **limits))  # TrainConfig checks the budget
+
+
+PROFILE_ENV_VAR = "TRANSFORMER_PROFILE"
+
+
+def default_profile(device: torch.device | None = None) -> str:
+    """The training profile for this run: ``"gpu"`` on a CUDA device, else ``"cpu"``.
+
+    The ``TRANSFORMER_PROFILE`` environment variable, when set, overrides the choice: ``make test``
+    sets it to ``"smoke"`` so that the chapters and the command line train for seconds, not minutes.
+    """
+    forced = os.environ.get(PROFILE_ENV_VAR)
+    if forced:
+        if forced not in TRANSLATION_PROFILES:
+            raise ValueError(f"{PROFILE_ENV_VAR}={forced!r} is not one of {list(TRANSLATION_PROFILES)}")
+        return forced
+    device = device if device is not None else pick_device()
+    return "gpu" if device.type == "cuda" else "cpu"
 
 
 def settable_fields(config: TranslationConfig) -> list[str]:

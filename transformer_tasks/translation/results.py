@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...checkpoint import save_checkpoint
-from ...files import atomic_write
-from ...runtime import describe_machine, source_commit
+from transformer_lib.checkpoint import save_checkpoint
+from transformer_lib.files import atomic_write
+
+from ..records import describe_machine, source_commit
 from .data import TASK, checkpoint_metadata
 
 if TYPE_CHECKING:  # types only: the modules of training and scoring import this one

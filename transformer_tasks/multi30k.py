@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..files import atomic_write
+from transformer_lib.files import atomic_write
 
 BASE_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
 URL_ENV_VAR = "MULTI30K_URL"  # a mirror to download from instead of BASE_URL

@@ -1,8 +1,7 @@
-"""The command line: ``python -m transformer_lib {copy,train-translation,translate,export-onnx}``.
+"""The command line: ``python -m transformer_tasks {copy,train-translation,translate,export-onnx}``.
 
 Training and export commands print their results as one JSON object on the **last line of stdout** (under
-``torchrun``, rank 0 only); mistakes end with exit status 2 and one line on stderr. The old forms (``translate``
-used to train, ``translate-text`` to translate) are refused, so that an old shell history starts no long training.
+``torchrun``, rank 0 only); mistakes end with exit status 2 and one line on stderr.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import argparse
 import json
 import os
 import re
-import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,29 +17,30 @@ from typing import Any
 
 import torch
 
-from .checkpoint import load_checkpoint, read_checkpoint_header
-from .data.multi30k import Multi30kError
-from .data.tokenizer import BPETokenizer
-from .decoding import DecodeConfig
+from transformer_lib.checkpoint import load_checkpoint, read_checkpoint_header
+from transformer_lib.data.tokenizer import BPETokenizer
+from transformer_lib.decoding import DecodeConfig
+from transformer_lib.model import Transformer
+from transformer_lib.runtime import DEVICES, pick_device
+from transformer_lib.training.distributed import cleanup, init_distributed, is_main_process
+
+from .copy import CopyTaskSettings, run_copy_task
 from .export import export_onnx
-from .model import Transformer
-from .runtime import DEVICES, PROFILES, default_profile, pick_device
-from .tasks.copy import CopyTaskSettings, run_copy_task
-from .tasks.translation import (
+from .multi30k import Multi30kError
+from .translation import (
     TASK,
     TRANSLATION_PROFILES,
     ResumeError,
     apply_overrides,
+    default_profile,
     run_translation,
     translate,
     translation_profile,
     write_translation_results,
 )
-from .training.distributed import cleanup, init_distributed, is_main_process
 
-PROG = "python -m transformer_lib"
+PROG = "python -m transformer_tasks"
 TRAIN_TRANSLATION, TRANSLATE, EXPORT_ONNX = "train-translation", "translate", "export-onnx"
-TRANSLATE_FLAGS = {"--checkpoint", "--beam", "--device"}  # any other flag: a training command line
 NEEDS_DIR = "needs --checkpoint-dir DIR (the directory the run writes its checkpoints into)"
 
 
@@ -102,7 +101,8 @@ def _add_train_translation(cmd: argparse.ArgumentParser) -> None:
     add, steps = cmd.add_argument, _int_at_least(1)
     add("--data-dir", metavar="DIR", help="the Multi30k files' folder, downloaded if missing (default: "
         "$MULTI30K_DIR, else ~/.cache/transformer_lib/multi30k)")  # fmt: skip
-    add("--profile", choices=PROFILES, help="smoke (seconds, for the tests), cpu (900 steps, at most 30 minutes), "
+    add("--profile", choices=list(TRANSLATION_PROFILES),
+        help="smoke (seconds, for the tests), cpu (900 steps, at most 30 minutes), "
         "gpu (one GPU); default: gpu on CUDA, else cpu ($TRANSFORMER_PROFILE overrides)")  # fmt: skip
     budget = cmd.add_mutually_exclusive_group()
     budget.add_argument("--max-steps", type=steps, metavar="N", help="train exactly N steps, no time limit")
@@ -228,28 +228,9 @@ COMMANDS = {"copy": _run_copy, TRAIN_TRANSLATION: _run_train_translation, TRANSL
 COMMANDS[EXPORT_ONNX] = _run_export_onnx
 
 
-def _renamed(argv: Sequence[str]) -> str | None:
-    """The command line to run instead of an old one (``translate-text``, or a ``translate`` with a flag it
-    does not take or no ``--checkpoint``: plain ``translate`` used to train), or ``None``.
-    """
-    command, rest = (argv[0], list(argv[1:])) if argv else ("", [])
-    flags = {arg.split("=", 1)[0] for arg in rest if arg.startswith("--")}
-    if command == "translate-text":
-        return f"{PROG} {TRANSLATE} {shlex.join(rest)}".rstrip()
-    asks_help = "--help" in flags or "-h" in rest
-    if command == TRANSLATE and not asks_help and (flags - TRANSLATE_FLAGS or "--checkpoint" not in flags):
-        return f"{PROG} {TRAIN_TRANSLATION} {shlex.join(rest)}".rstrip()
-    return None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (argparse exits with 2 by itself on bad flags)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    renamed = _renamed(argv)
-    if renamed is not None:
-        sys.stderr.write(f"{PROG} {argv[0]}: error: '{TRANSLATE}' translates sentences now and "
-                         f"'{TRAIN_TRANSLATION}' trains; run: {renamed}\n")  # fmt: skip
-        return 2
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

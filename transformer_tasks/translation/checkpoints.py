@@ -14,11 +14,12 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from ...checkpoint import read_checkpoint_header
-from ...data.tokenizer import BPETokenizer
-from ...files import atomic_write
-from ...training.distributed import is_main_process
-from ...training.state import latest_checkpoint, read_loop_state
+from transformer_lib.checkpoint import read_checkpoint_header
+from transformer_lib.data.tokenizer import BPETokenizer
+from transformer_lib.files import atomic_write
+from transformer_lib.training.distributed import is_main_process
+from transformer_lib.training.state import latest_checkpoint, read_loop_state
+
 from .data import TASK, checkpoint_metadata
 from .profiles import SECTIONS, TranslationConfig
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from .data.tokenizer import BPETokenizer
-from .eval_mode import eval_mode
-from .files import atomic_write
-from .model import Transformer
-from .nn.masks import padding_mask
+from transformer_lib.data.tokenizer import BPETokenizer
+from transformer_lib.eval_mode import eval_mode
+from transformer_lib.files import atomic_write
+from transformer_lib.model import Transformer
+from transformer_lib.nn.masks import padding_mask
 
 
 class _Encoder(nn.Module):

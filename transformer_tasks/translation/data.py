@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...data.batching import Batch, token_batches
-from ...data.tokenizer import BPETokenizer, train_translation_tokenizer
-from ...training.distributed import broadcast_object, is_distributed, is_main_process
+from transformer_lib.data.batching import Batch, token_batches
+from transformer_lib.data.tokenizer import BPETokenizer, train_translation_tokenizer
+from transformer_lib.training.distributed import broadcast_object, is_distributed, is_main_process
+
 from .profiles import DataConfig
 
 TASK = "translation"

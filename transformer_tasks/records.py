@@ -1,0 +1,41 @@
+"""What a results file records besides the results: the machine that measured them and the code's commit."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+
+import torch
+
+from transformer_lib.runtime import cpu_name
+
+
+def describe_machine(device: torch.device | None = None) -> dict[str, object]:
+    """Where a result was measured: CPU, logical CPUs, GPU, platform, Python and PyTorch versions."""
+    gpu = torch.cuda.get_device_name(device) if device is not None and device.type == "cuda" else None
+    return {
+        "cpu": cpu_name(),
+        "logical_cpus": os.cpu_count(),
+        "gpu": gpu,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+
+
+def source_commit(folder: str | os.PathLike[str] = ".") -> str | None:
+    """The git commit of the code that ran (``"<sha>+changes"`` with uncommitted changes; ``None`` outside git)."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=10)
+        if done.returncode != 0:
+            raise OSError(done.stderr)
+        return done.stdout.strip()
+
+    try:
+        sha = git("rev-parse", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("+changes" if changed else "")

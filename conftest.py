@@ -1,10 +1,12 @@
-"""pytest's configuration for the whole repository: the unit tests (``tests/``) and the chapters (nbval).
+"""pytest's configuration for the whole repository: the unit tests (``tests/``) and the chapters
+(nbval).
 
-Multi30k is found the way the package finds it (:func:`transformer_tasks.multi30k.default_data_dir`):
-the folder in ``MULTI30K_DIR``, else the user cache, where a missing file is downloaded and verified.
-When it can be neither found nor downloaded (offline, say), every test that needs it and every
-chapter that declares it needs it (notebook metadata ``"transformer_book": {"needs": ["multi30k"]}``)
-is skipped as a whole, with one reason that says how to get the data. Under CI (``CI`` set) those
+Multi30k is found the way the package finds it
+(:func:`transformer_tasks.multi30k.default_data_dir`): the folder in ``MULTI30K_DIR``, else the user
+cache, where a missing file is downloaded and verified. When it can be neither found nor downloaded
+(offline, say), every test that needs it and every chapter that declares it needs it (notebook
+metadata ``"transformer_book": {"needs": ["multi30k"]}``) is skipped as a whole, with one reason
+that says how to get the data. Under CI (``CI`` set) those
 skips are failures: CI always has the data.
 """
 
@@ -21,14 +23,17 @@ import pytest
 from transformer_tasks import multi30k
 
 MULTI30K_REASON = (
-    "Multi30k is not available: set MULTI30K_DIR to a folder holding its six .gz files, or run once with "
+    "Multi30k is not available: set MULTI30K_DIR to a folder holding its six .gz files, or run "
+    "once with "
     "a network (they are then downloaded and verified into ~/.cache/transformer_lib/multi30k)"
 )
 NOTEBOOK_METADATA_KEY = "transformer_book"
 
 
 def running_under_ci() -> bool:
-    """Whether the ``CI`` environment variable is set to something true (GitHub Actions sets ``true``)."""
+    """Whether the ``CI`` environment variable is set to something true (GitHub Actions sets
+    ``true``).
+    """
     return os.environ.get("CI", "").lower() not in ("", "0", "false")
 
 
@@ -41,7 +46,9 @@ def skip_or_fail(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def unavailable() -> Callable[[str], None]:
-    """``unavailable(reason)``: skip the test for a missing tool or file; under CI, fail it instead."""
+    """``unavailable(reason)``: skip the test for a missing tool or file; under CI, fail it
+    instead.
+    """
     return skip_or_fail
 
 
@@ -49,8 +56,8 @@ def unavailable() -> Callable[[str], None]:
 def multi30k_folder() -> Path | None:
     """The verified Multi30k folder, downloading what is missing; ``None`` when that is impossible.
 
-    A file that is there but corrupted raises :class:`~transformer_tasks.multi30k.ChecksumError`: that
-    is a real failure, never a skip.
+    A file that is there but corrupted raises :class:`~transformer_tasks.multi30k.ChecksumError`:
+    that is a real failure, never a skip.
     """
     folder = multi30k.default_data_dir()
     try:
@@ -71,14 +78,18 @@ def multi30k_dir() -> Path:
 
 @functools.cache
 def notebook_needs(path: Path) -> frozenset[str]:
-    """What a chapter declares it needs in its metadata (``{"transformer_book": {"needs": [...]}}``)."""
+    """What a chapter declares it needs in its metadata (``{"transformer_book": {"needs":
+    [...]}}``).
+    """
     metadata = json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
     return frozenset(metadata.get(NOTEBOOK_METADATA_KEY, {}).get("needs", []))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skip every cell of a chapter that needs Multi30k before its kernel starts, when the data is missing."""
+    """Skip every cell of a chapter that needs Multi30k before its kernel starts, when the data is
+    missing.
+    """
     path = Path(str(item.fspath))
     if path.suffix == ".ipynb" and "multi30k" in notebook_needs(path) and multi30k_folder() is None:
         skip_or_fail(MULTI30K_REASON)

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 
-def _dedupe_scripts(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
+def _dedupe_scripts(
+    app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
     scripts = context.get("script_files")
     if not scripts:
         return
@@ -21,7 +23,9 @@ def _dedupe_scripts(app: Any, pagename: str, templatename: str, context: dict[st
     unique = []
     for script in scripts:
         filename = getattr(script, "filename", script) or ""
-        attributes = tuple(sorted((k, str(v)) for k, v in getattr(script, "attributes", {}).items()))
+        attributes = tuple(
+            sorted((k, str(v)) for k, v in getattr(script, "attributes", {}).items())
+        )
         key = (filename, attributes)
         if key not in seen:
             seen.add(key)

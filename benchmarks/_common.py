@@ -1,7 +1,8 @@
 """Helpers shared by the efficiency benchmarks (attention_scaling, kv_cache_scaling, compile_amp).
 
 Each script imports this file as ``_common`` (Python puts the script's own folder first on
-``sys.path``), prints progress to stderr and its result as one JSON object on the last line of stdout.
+``sys.path``), prints progress to stderr and its result as one JSON object on the last line of
+stdout.
 """
 
 from __future__ import annotations
@@ -37,15 +38,18 @@ def load_average() -> list[float] | None:
         return None
 
 
-def cpu_flags(wanted: Sequence[str] = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")) -> list[str]:
+def cpu_flags(
+    wanted: Sequence[str] = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"),
+) -> list[str]:
     """Which of the ``wanted`` instruction-set flags the CPU reports (Linux only; [] elsewhere)."""
     flags = runtime_cpu_flags()
     return [flag for flag in wanted if flag in flags]
 
 
 def decoding_model_config() -> TransformerConfig:
-    """The decoding benchmarks' model: the model of the ``cpu`` translation profile (d_model 256, 3+3 layers,
-    4 heads, d_ff 1024, Pre-LN) for one shared vocabulary of 8,000 ids; the caller initialises it randomly."""
+    """The decoding benchmarks' model: the model of the ``cpu`` translation profile (d_model 256,
+    3+3 layers, 4 heads, d_ff 1024, Pre-LN) for one shared vocabulary of 8,000 ids; the caller
+    initialises it randomly."""
     return translation_profile("cpu").model_config(8000)
 
 
@@ -106,7 +110,8 @@ def fit_loglog(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float]:
 
 
 def finish(result: dict[str, Any], started: float) -> None:
-    """Add the wall time and the load at the end, then print the result as the last line of stdout."""
+    """Add the wall time and the load at the end, then print the result as the last line of
+    stdout."""
     result["load_average_end"] = load_average()
     result["wall_seconds"] = round(time.perf_counter() - started, 2)
     print(json.dumps(result))

@@ -1,4 +1,5 @@
-"""Time and peak memory of one attention layer against sequence length: reference path vs fused kernel.
+"""Time and peak memory of one attention layer against sequence length: reference path vs fused
+kernel.
 
 The two paths compute the same function on the same inputs ``q, k, v`` of shape ``(B, H, T, d_k)``
 (default: batch 1, 8 heads of width 64, as in the paper's d_model = 512; no mask, float32):
@@ -8,9 +9,9 @@ The two paths compute the same function on the same inputs ``q, k, v`` of shape 
 * ``fused``: PyTorch's ``F.scaled_dot_product_attention`` (on the CPU a flash-attention kernel that
   works through the keys in blocks and never holds the whole matrix).
 
-With ``--projections`` both run inside ``transformer_lib.MultiHeadAttention`` (d_model = heads x d_k)
-instead, whose ``need_weights=True`` takes the reference path and ``need_weights=False`` the fused
-one; the four linear projections then add work that grows only linearly with T.
+With ``--projections`` both run inside ``transformer_lib.MultiHeadAttention`` (d_model = heads x
+d_k) instead, whose ``need_weights=True`` takes the reference path and ``need_weights=False`` the
+fused one; the four linear projections then add work that grows only linearly with T.
 
 For each length the script checks that both paths give the same output, measures each path's peak
 memory once (``transformer_book.memory.peak_memory``: the CPU allocator's own reports, collected by
@@ -21,10 +22,11 @@ over the longer half of the lengths, where the T^2 terms dominate the fixed cost
 
 Usage::
 
-    .venv/bin/python benchmarks/attention_scaling.py [--device auto] [--threads 1] [--backward] [--quick]
+    .venv/bin/python benchmarks/attention_scaling.py [--device auto] [--threads 1] [--backward]
+    [--quick]
 
-Default lengths: 64 ... 4096 on the CPU, 256 ... 16384 on CUDA; ``--quick``: 64 ... 512 (for the tests).
-The last line of stdout is a JSON object; progress goes to stderr.
+Default lengths: 64 ... 4096 on the CPU, 256 ... 16384 on CUDA; ``--quick``: 64 ... 512 (for the
+tests). The last line of stdout is a JSON object; progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ PATHS = ("reference", "fused")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def make_paths(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) -> dict[str, Callable]:
+def make_paths(
+    args: argparse.Namespace, device: torch.device, dtype: torch.dtype
+) -> dict[str, Callable]:
     """The two ways to compute one attention layer, as functions of ``(q, k, v)``."""
     if not args.projections:
         return {
@@ -61,12 +65,17 @@ def make_paths(args: argparse.Namespace, device: torch.device, dtype: torch.dtyp
     }
 
 
-def make_inputs(args: argparse.Namespace, length: int, device: torch.device, dtype: torch.dtype) -> list[Tensor]:
+def make_inputs(
+    args: argparse.Namespace, length: int, device: torch.device, dtype: torch.dtype
+) -> list[Tensor]:
     if args.projections:
         x = torch.randn(args.batch, length, args.heads * args.d_k, device=device, dtype=dtype)
         return [x.requires_grad_(args.backward), x, x]
     shape = (args.batch, args.heads, length, args.d_k)
-    return [torch.randn(shape, device=device, dtype=dtype).requires_grad_(args.backward) for _ in range(3)]
+    return [
+        torch.randn(shape, device=device, dtype=dtype).requires_grad_(args.backward)
+        for _ in range(3)
+    ]
 
 
 def make_call(path: Callable, inputs: list[Tensor], backward: bool) -> Callable[[], Tensor]:
@@ -91,19 +100,35 @@ def make_call(path: Callable, inputs: list[Tensor], backward: bool) -> Callable[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="auto", help="auto|cpu|cuda|mps (memory is measured on cpu and cuda)")
+    parser.add_argument(
+        "--device", default="auto", help="auto|cpu|cuda|mps (memory is measured on cpu and cuda)"
+    )
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (0: PyTorch's default)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--lengths", default="", help="comma-separated sequence lengths (default: by device)")
+    parser.add_argument(
+        "--lengths", default="", help="comma-separated sequence lengths (default: by device)"
+    )
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--d-k", type=int, default=64)
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
-    parser.add_argument("--backward", action="store_true", help="time forward + backward instead of forward")
-    parser.add_argument("--projections", action="store_true", help="time the whole MultiHeadAttention layer")
-    parser.add_argument("--repeats", type=int, default=7, help="most timed calls per length and path")
-    parser.add_argument("--point-seconds", type=float, default=3.0, help="stop repeating a point after this")
-    parser.add_argument("--quick", action="store_true", help="small budget for the tests: lengths 64..512, 3 repeats")
+    parser.add_argument(
+        "--backward", action="store_true", help="time forward + backward instead of forward"
+    )
+    parser.add_argument(
+        "--projections", action="store_true", help="time the whole MultiHeadAttention layer"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=7, help="most timed calls per length and path"
+    )
+    parser.add_argument(
+        "--point-seconds", type=float, default=3.0, help="stop repeating a point after this"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small budget for the tests: lengths 64..512, 3 repeats",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     device = setup(args.device, args.threads, args.seed)
@@ -117,7 +142,10 @@ def main() -> None:
     if args.quick:
         args.repeats, args.point_seconds = min(args.repeats, 3), min(args.point_seconds, 0.2)
     result = {"benchmark": "attention_scaling", **machine_info(device)}
-    info(f"attention on {device.type} ({result['device_name']}), {result['threads']} thread(s), lengths {lengths}")
+    info(
+        f"attention on {device.type} ({result['device_name']}), {result['threads']} thread(s), "
+        f"lengths {lengths}"
+    )
     paths = make_paths(args, device, dtype)
 
     measured: dict[str, dict[str, list]] = {
@@ -149,7 +177,9 @@ def main() -> None:
                 measured[p]["peak_bytes"].append(None)
         live = [p for p in live if p not in failed]
         if len(outputs) == 2:
-            differences.append((outputs["reference"].float() - outputs["fused"].float()).abs().max().item())
+            differences.append(
+                (outputs["reference"].float() - outputs["fused"].float()).abs().max().item()
+            )
         else:
             differences.append(None)
         outputs.clear()
@@ -168,7 +198,10 @@ def main() -> None:
             measured[p]["median_ms"].append(round(statistics.median(t) * 1e3, 4) if t else None)
             measured[p]["min_ms"].append(round(min(t) * 1e3, 4) if t else None)
             measured[p]["calls"].append(len(t) if t else 0)
-        summary = ", ".join(f"{p} {measured[p]['median_ms'][-1]} ms / {measured[p]['peak_bytes'][-1]} B" for p in PATHS)
+        summary = ", ".join(
+            f"{p} {measured[p]['median_ms'][-1]} ms / {measured[p]['peak_bytes'][-1]} B"
+            for p in PATHS
+        )
         info(f"  T={length:>6}: {summary}; max |difference| {differences[-1]}")
         del inputs, calls
 
@@ -177,15 +210,25 @@ def main() -> None:
     for p in PATHS:
         slopes[p] = {}
         for key, name in (("median_ms", "time"), ("peak_bytes", "memory")):
-            pairs = [(n, v) for n, v in zip(lengths, measured[p][key], strict=True) if n in fit_lengths and v]
-            fit = fit_loglog([n for n, _ in pairs], [v for _, v in pairs]) if len(pairs) >= 2 else None
+            pairs = [
+                (n, v)
+                for n, v in zip(lengths, measured[p][key], strict=True)
+                if n in fit_lengths and v
+            ]
+            fit = (
+                fit_loglog([n for n, _ in pairs], [v for _, v in pairs])
+                if len(pairs) >= 2
+                else None
+            )
             slopes[p][name] = None if fit is None else round(fit["slope"], 3)
             slopes[p][name + "_intercept"] = None if fit is None else round(fit["intercept"], 4)
     element = torch.empty((), dtype=dtype).element_size()
     ok = [d for d in differences if d is not None]
     result.update(
         {
-            "what": "MultiHeadAttention layer" if args.projections else "attention on (B, H, T, d_k) inputs",
+            "what": "MultiHeadAttention layer"
+            if args.projections
+            else "attention on (B, H, T, d_k) inputs",
             "pass": "forward+backward" if args.backward else "forward",
             "quick": args.quick,
             "seed": args.seed,
@@ -198,7 +241,9 @@ def main() -> None:
             "paths": measured,
             "out_of_memory_from": failed,
             "max_abs_difference": differences,
-            "outputs_close": all(d < (1e-4 if dtype == torch.float32 else 5e-2) for d in ok) if ok else None,
+            "outputs_close": all(d < (1e-4 if dtype == torch.float32 else 5e-2) for d in ok)
+            if ok
+            else None,
             "fit_lengths": fit_lengths,
             "slopes": slopes,
             "memory_method": (
@@ -211,7 +256,10 @@ def main() -> None:
         }
     )
     for p in PATHS:
-        info(f"{p}: time slope {slopes[p]['time']}, memory slope {slopes[p]['memory']} (fit over {fit_lengths})")
+        info(
+            f"{p}: time slope {slopes[p]['time']}, memory slope {slopes[p]['memory']} (fit over "
+            f"{fit_lengths})"
+        )
     if not math.isfinite(sum(ok)):
         info("warning: a difference is not finite")
     finish(result, started)

@@ -8,22 +8,25 @@ losses can be compared) and trains on the same fixed batch (default 16 sentences
 * ``eager_fp32``: the model as it is, given the target mask as a tensor (the padded-batch path).
 * ``compiled_fp32``: ``torch.compile(model)`` (TorchInductor). Its first steps compile the forward
   and backward graphs; ``compile_seconds`` is the time of the warm-up steps minus what as many
-  ordinary steps take. By default Inductor writes its cache, precompiled C++ headers included, to a fresh
-  temporary folder, so the compile time is that of a cold start (``--keep-cache`` uses the usual cache,
+  ordinary steps take. By default Inductor writes its cache, precompiled C++ headers included, to a
+  fresh temporary folder, so the compile time is that of a cold start (``--keep-cache`` uses the
+  usual cache,
   ``TORCHINDUCTOR_CACHE_DIR`` where it is set: later runs are faster).
-* ``eager_bf16`` / ``compiled_bf16``: the same, under ``torch.autocast(device, dtype=torch.bfloat16)``
+* ``eager_bf16`` / ``compiled_bf16``: the same, under ``torch.autocast(device,
+dtype=torch.bfloat16)``
   (mixed precision: matrix products in bfloat16, weights, softmax and loss in float32).
 
-If a variant fails (``torch.compile`` needs a C++ compiler on the CPU, a Triton-capable GPU on CUDA),
-the error is recorded in the JSON instead of stopping the script. After the warm-up the variants
-take turns, step by step, and the median step time of each is reported.
+If a variant fails (``torch.compile`` needs a C++ compiler on the CPU, a Triton-capable GPU on
+CUDA), the error is recorded in the JSON instead of stopping the script. After the warm-up the
+variants take turns, step by step, and the median step time of each is reported.
 
 Usage::
 
-    .venv/bin/python benchmarks/compile_amp.py [--device auto] [--threads 1] [--repeats 20] [--quick]
+    .venv/bin/python benchmarks/compile_amp.py [--device auto] [--threads 1] [--repeats 20]
+    [--quick]
 
-``--quick`` (for the tests): a tiny model, 5 steps, and no ``torch.compile`` (compiling takes tens of
-seconds on a small CPU). The last line of stdout is a JSON object; progress goes to stderr.
+``--quick`` (for the tests): a tiny model, 5 steps, and no ``torch.compile`` (compiling takes tens
+of seconds on a small CPU). The last line of stdout is a JSON object; progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ VARIANTS = ("eager_fp32", "compiled_fp32", "eager_bf16", "compiled_bf16")
 
 
 def _dynamo_counters(kind: str) -> dict[str, int]:
-    """TorchDynamo's event counters of one kind (e.g. graph breaks and their reasons); {} if unavailable."""
+    """TorchDynamo's event counters of one kind (e.g. graph breaks and their reasons); {} if
+    unavailable."""
     try:
         from torch._dynamo.utils import counters
 
@@ -78,7 +82,9 @@ def make_step(
 
     def step() -> Tensor:
         optimizer.zero_grad(set_to_none=True)
-        autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        autocast = (
+            torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        )
         with autocast:
             logits = model(src, tgt_in, None, tgt_mask)  # (B, T, V)
         loss = sequence_loss(logits, tgt_out, 0, label_smoothing=0.1)
@@ -95,17 +101,25 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (0: PyTorch's default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=20, help="timed steps per variant")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed first steps per variant (compiling)")
+    parser.add_argument(
+        "--warmup", type=int, default=3, help="untimed first steps per variant (compiling)"
+    )
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--length", type=int, default=32)
     parser.add_argument("--d-model", type=int, default=256)
     parser.add_argument("--layers", type=int, default=2, help="encoder layers = decoder layers")
     parser.add_argument("--vocab", type=int, default=4000)
-    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {VARIANTS}")
     parser.add_argument(
-        "--keep-cache", action="store_true", help="use Inductor's usual on-disk cache (TORCHINDUCTOR_CACHE_DIR if set)"
+        "--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {VARIANTS}"
     )
-    parser.add_argument("--quick", action="store_true", help="for the tests: tiny model, 5 steps, no compile")
+    parser.add_argument(
+        "--keep-cache",
+        action="store_true",
+        help="use Inductor's usual on-disk cache (TORCHINDUCTOR_CACHE_DIR if set)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="for the tests: tiny model, 5 steps, no compile"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     variants = [v for v in args.variants.split(",") if v]
@@ -119,19 +133,24 @@ def main() -> None:
     result = {"benchmark": "compile_amp", **machine_info(device)}
     info(f"training step on {device.type} ({result['device_name']}), {result['threads']} thread(s)")
     cache_dir = None
-    if not args.keep_cache:  # even where TORCHINDUCTOR_CACHE_DIR is set: a parent process that touched Inductor
-        # (torch.profiler does) sets it to the default folder, which this child would otherwise inherit
+    # even where TORCHINDUCTOR_CACHE_DIR is set: a parent process that touched Inductor
+    if not args.keep_cache:
+        # (torch.profiler does) sets it to the default folder, which this child would otherwise
+        # inherit
         cache_dir = tempfile.mkdtemp(prefix="inductor-cold-")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
     compile_threads = None
     if any(v.startswith("compiled") for v in variants) and not args.quick:
         import torch._inductor.config as inductor_config
 
-        if (os.cpu_count() or 1) <= 4:  # a pool of compile workers would only compete for a small CPU
+        # a pool of compile workers would only compete for a small CPU
+        if (os.cpu_count() or 1) <= 4:
             inductor_config.compile_threads = 1
         compile_threads = inductor_config.compile_threads
-        if cache_dir is not None:  # Inductor keeps precompiled C++ headers in its default folder (e.g.
-            # /tmp/torchinductor_<user>) whatever TORCHINDUCTOR_CACHE_DIR says: an earlier run's would make
+        # Inductor keeps precompiled C++ headers in its default folder (e.g.
+        if cache_dir is not None:
+            # /tmp/torchinductor_<user>) whatever TORCHINDUCTOR_CACHE_DIR says: an earlier run's
+            # would make
             # this compile warm. A private name (torch 2.13), so set only where it exists.
             import torch._inductor.codecache as codecache
 
@@ -165,22 +184,34 @@ def main() -> None:
         graph_breaks.clear()
         try:
             runnable = torch.compile(model) if name.startswith("compiled") else model
-            step = make_step(runnable, list(model.parameters()), (src, tgt), name.endswith("bf16"), device)
+            step = make_step(
+                runnable, list(model.parameters()), (src, tgt), name.endswith("bf16"), device
+            )
             synchronize(device)
             start = time.perf_counter()
             losses = [float(step()) for _ in range(args.warmup)]
             synchronize(device)
             warmup_seconds = time.perf_counter() - start
-        except Exception as error:  # torch.compile can fail in many ways (no compiler, no Triton, ...)
+        # torch.compile can fail in many ways (no compiler, no Triton, ...)
+        except Exception as error:
             report[name] = {"error": first_line(error)}
             info(f"  {name}: failed: {report[name]['error']}")
             continue
-        report[name] = {"first_loss": round(losses[0], 5), "warmup_seconds": round(warmup_seconds, 3)}
-        if name.startswith("compiled"):  # where TorchDynamo had to split the model into several graphs
+        report[name] = {
+            "first_loss": round(losses[0], 5),
+            "warmup_seconds": round(warmup_seconds, 3),
+        }
+        # where TorchDynamo had to split the model into several graphs
+        if name.startswith("compiled"):
             report[name]["graph_breaks"] = sum(graph_breaks.values())
-            report[name]["graph_break_reasons"] = sorted({reason.splitlines()[0][:160] for reason in graph_breaks})
+            report[name]["graph_break_reasons"] = sorted(
+                {reason.splitlines()[0][:160] for reason in graph_breaks}
+            )
         steps[name] = step
-        info(f"  {name}: {args.warmup} warm-up steps took {warmup_seconds:.2f} s (first loss {losses[0]:.4f})")
+        info(
+            f"  {name}: {args.warmup} warm-up steps took {warmup_seconds:.2f} s (first loss "
+            f"{losses[0]:.4f})"
+        )
 
     times: dict[str, list[float]] = {name: [] for name in steps}
     names = list(steps)
@@ -204,7 +235,9 @@ def main() -> None:
             }
         )
         if name.startswith("compiled"):
-            entry["compile_seconds"] = round(max(0.0, entry["warmup_seconds"] - args.warmup * median), 3)
+            entry["compile_seconds"] = round(
+                max(0.0, entry["warmup_seconds"] - args.warmup * median), 3
+            )
         info(f"  {name}: median {median * 1e3:.1f} ms/step")
     if cache_dir is not None:
         shutil.rmtree(cache_dir, ignore_errors=True)

@@ -35,25 +35,43 @@ import time
 import torch
 from torch import Tensor, nn
 
-from transformer_tasks.copy import BOS_ID, VOCAB_SIZE, copy_batches, copy_targets, held_out_sequences, run_copy_task
+from transformer_tasks.copy import (
+    BOS_ID,
+    VOCAB_SIZE,
+    copy_batches,
+    copy_targets,
+    held_out_sequences,
+    run_copy_task,
+)
 
 
 class BaselineCopyModel(nn.Module):
     """Embeddings + sinusoidal positions + ``nn.Transformer`` + a linear output layer."""
 
-    def __init__(self, d_model: int = 64, heads: int = 4, layers: int = 2, d_ff: int = 256, dropout: float = 0.0):
+    def __init__(
+        self,
+        d_model: int = 64,
+        heads: int = 4,
+        layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         self.d_model = d_model
         self.src_embed = nn.Embedding(VOCAB_SIZE, d_model)
         self.tgt_embed = nn.Embedding(VOCAB_SIZE, d_model)
         position = torch.arange(64, dtype=torch.float32)[:, None]
-        inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+        inv_freq = torch.exp(
+            -math.log(10000.0) * torch.arange(0, d_model, 2, dtype=torch.float32) / d_model
+        )
         pe = torch.zeros(64, d_model)
         pe[:, 0::2] = torch.sin(position * inv_freq)
         pe[:, 1::2] = torch.cos(position * inv_freq)
         self.register_buffer("pe", pe, persistent=False)
         self.dropout = nn.Dropout(dropout)
-        self.transformer = nn.Transformer(d_model, heads, layers, layers, d_ff, dropout, batch_first=True)
+        self.transformer = nn.Transformer(
+            d_model, heads, layers, layers, d_ff, dropout, batch_first=True
+        )
         self.generator = nn.Linear(d_model, VOCAB_SIZE)
 
     def embed(self, embedding: nn.Embedding, tokens: Tensor) -> Tensor:
@@ -61,8 +79,11 @@ class BaselineCopyModel(nn.Module):
         return self.dropout(x + self.pe[: tokens.size(1)])
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1), dtype=torch.bool)  # True = blocked
-        out = self.transformer(self.embed(self.src_embed, src), self.embed(self.tgt_embed, tgt), tgt_mask=causal)
+        # True = blocked
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1), dtype=torch.bool)
+        out = self.transformer(
+            self.embed(self.src_embed, src), self.embed(self.tgt_embed, tgt), tgt_mask=causal
+        )
         return self.generator(out)  # (B, T, V)
 
     @torch.no_grad()
@@ -117,11 +138,15 @@ def run_baseline(seed: int, max_steps: int, eval_every: int, held_out: Tensor) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="baseline/library pairs to run (alternating)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="baseline/library pairs to run (alternating)"
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--eval-every", type=int, default=50)
     parser.add_argument("--max-steps", type=int, default=5000)
-    parser.add_argument("--seed", type=int, default=0, help="seed of round 0; round r uses seed + r")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of round 0; round r uses seed + r"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     held_out = held_out_sequences(1000)
@@ -129,13 +154,16 @@ def main() -> None:
     for r in range(args.rounds):
         seed = args.seed + r
         base = run_baseline(seed, args.max_steps, args.eval_every, held_out)
-        lib = run_copy_task("cpu", seed=seed, max_steps=args.max_steps, eval_every=args.eval_every, progress=False)
+        lib = run_copy_task(
+            "cpu", seed=seed, max_steps=args.max_steps, eval_every=args.eval_every, progress=False
+        )
         base_runs.append(base)
         lib_runs.append(lib)
         print(
-            f"round {r} (seed {seed}): baseline {base['train_seconds']:.1f} s / {base['steps']} steps "
-            f"(exact {base['exact_match']:.3f}); library {lib['train_seconds']:.1f} s / {lib['steps']} steps "
-            f"(exact {lib['exact_match']:.3f}); ratio {lib['train_seconds'] / base['train_seconds']:.2f}",
+            f"round {r} (seed {seed}): baseline {base['train_seconds']:.1f} s / {base['steps']} "
+            f"steps (exact {base['exact_match']:.3f}); library {lib['train_seconds']:.1f} s / "
+            f"{lib['steps']} steps (exact {lib['exact_match']:.3f}); ratio "
+            f"{lib['train_seconds'] / base['train_seconds']:.2f}",
             flush=True,
         )
     base_time = statistics.median(b["train_seconds"] for b in base_runs)
@@ -152,7 +180,8 @@ def main() -> None:
                 "target_ratio": 0.5,
                 "baseline_runs": base_runs,
                 "library_runs": [
-                    {k: v for k, v in lib.items() if k not in ("eval_history", "model", "settings")} for lib in lib_runs
+                    {k: v for k, v in lib.items() if k not in ("eval_history", "model", "settings")}
+                    for lib in lib_runs
                 ],
                 "library_settings": lib_runs[0]["settings"],
                 "library_model": lib_runs[0]["model"],

@@ -33,7 +33,9 @@ from transformer_lib.decoding import greedy_decode
 BOS, EOS = 1, 2
 
 
-def timed(model: Transformer, src: torch.Tensor, length: int, use_cache: bool) -> tuple[float, torch.Tensor]:
+def timed(
+    model: Transformer, src: torch.Tensor, length: int, use_cache: bool
+) -> tuple[float, torch.Tensor]:
     start = time.perf_counter()
     out = greedy_decode(model, src, length, BOS, EOS, use_cache=use_cache)
     return time.perf_counter() - start, out
@@ -62,7 +64,9 @@ def main() -> None:
         cached_times.append(t_cached)
         uncached_times.append(t_uncached)
         if out_cached.size(1) != args.length:
-            raise SystemExit(f"decoding stopped early at length {out_cached.size(1)}; try another --seed")
+            raise SystemExit(
+                f"decoding stopped early at length {out_cached.size(1)}; try another --seed"
+            )
         if not torch.equal(out_cached, out_uncached):
             raise SystemExit("cached and uncached decoding produced different tokens")
     new_tokens = args.batch * (args.length - 1)

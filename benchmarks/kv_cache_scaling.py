@@ -1,4 +1,5 @@
-"""Greedy decoding speed against output length, with and without the key/value cache, and the cache's size.
+"""Greedy decoding speed against output length, with and without the key/value cache, and the
+cache's size.
 
 The model is the one of ``benchmarks/kv_cache.py`` (randomly initialised, the size of the book's
 translation model: d_model 256, 3+3 layers, 4 heads, d_ff 1024, vocabulary 8,000). For every output
@@ -32,7 +33,15 @@ import statistics
 import time
 
 import torch
-from _common import decoding_model_config, finish, fit_loglog, info, machine_info, setup, synchronize
+from _common import (
+    decoding_model_config,
+    finish,
+    fit_loglog,
+    info,
+    machine_info,
+    setup,
+    synchronize,
+)
 from torch import Tensor
 
 from transformer_book.memory import kv_cache_formula_bytes, kv_cache_nbytes
@@ -47,7 +56,8 @@ def filled_cache(model: Transformer, src: Tensor, tokens: Tensor) -> list:
     """Feed ``tokens[:, :-1]`` one position at a time, as cached decoding does; return the cache.
 
     Shape:
-        src: ``(B, S)``; tokens: ``(B, L)``; the returned self-attention caches hold ``L - 1`` positions.
+        src: ``(B, S)``; tokens: ``(B, L)``; the returned self-attention caches hold ``L - 1``
+        positions.
     """
     src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
     memory = model.encode(src, src_mask)  # (B, S, d_model)
@@ -62,13 +72,23 @@ def main() -> None:
     parser.add_argument("--device", default="auto", help="auto|cpu|cuda|mps")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (0: PyTorch's default)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--lengths", default="16,32,64,128,256", help="comma-separated output lengths")
+    parser.add_argument(
+        "--lengths", default="16,32,64,128,256", help="comma-separated output lengths"
+    )
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--src-len", type=int, default=24)
-    parser.add_argument("--repeats", type=int, default=3, help="most timed decodes per length and mode")
-    parser.add_argument("--point-seconds", type=float, default=10.0, help="stop repeating a point after this")
-    parser.add_argument("--min-cached-calls", type=int, default=3, help="at least this many cached decodes")
-    parser.add_argument("--quick", action="store_true", help="small budget for the tests: lengths 8,16,32, batch 4")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="most timed decodes per length and mode"
+    )
+    parser.add_argument(
+        "--point-seconds", type=float, default=10.0, help="stop repeating a point after this"
+    )
+    parser.add_argument(
+        "--min-cached-calls", type=int, default=3, help="at least this many cached decodes"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small budget for the tests: lengths 8,16,32, batch 4"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     device = setup(args.device, args.threads, args.seed)
@@ -76,7 +96,9 @@ def main() -> None:
     if args.quick:
         args.batch, args.repeats, args.point_seconds = min(args.batch, 4), min(args.repeats, 2), 0.5
     result = {"benchmark": "kv_cache_scaling", **machine_info(device)}
-    info(f"greedy decoding on {device.type} ({result['device_name']}), {result['threads']} thread(s)")
+    info(
+        f"greedy decoding on {device.type} ({result['device_name']}), {result['threads']} thread(s)"
+    )
 
     config = decoding_model_config()
     model = Transformer(config).to(device).eval()
@@ -119,18 +141,21 @@ def main() -> None:
         spent = 0.0
         while len(times[False]) < args.repeats:
             outs: dict[bool, Tensor] = {}
-            for use_cache in (True, False) if len(times[True]) % 2 == 0 else (False, True):  # take turns
+            # take turns
+            for use_cache in (True, False) if len(times[True]) % 2 == 0 else (False, True):
                 seconds, outs[use_cache] = timed_decode(length, use_cache)
                 times[use_cache].append(seconds)
                 spent += seconds
             if outs[True].size(1) != length:
                 raise SystemExit(
-                    f"decoding stopped early at length {outs[True].size(1)} < {length}; try another --seed"
+                    f"decoding stopped early at length {outs[True].size(1)} < {length}; try "
+                    "another --seed"
                 )
             tokens_equal &= torch.equal(outs[True], outs[False])
             if spent > args.point_seconds:
                 break
-        while len(times[True]) < args.min_cached_calls:  # cached decoding is cheap: a few more calls
+        # cached decoding is cheap: a few more calls
+        while len(times[True]) < args.min_cached_calls:
             times[True].append(timed_decode(length, True)[0])
         # The fastest call is the one least disturbed by other programs; the medians are kept too.
         cached, uncached = min(times[True]), min(times[False])
@@ -157,7 +182,8 @@ def main() -> None:
         ):
             rows[key].append(value)
         info(
-            f"  L={length:>4}: {new_tokens / cached:8.1f} tokens/s with cache, {new_tokens / uncached:8.1f} without "
+            f"  L={length:>4}: {new_tokens / cached:8.1f} tokens/s with cache, "
+            f"{new_tokens / uncached:8.1f} without "
             f"({uncached / cached:.1f}x); cache {cache['self']:,} + {cache['cross']:,} bytes"
         )
     matches = rows["cache_bytes_self"] == rows["formula_bytes_self"]
@@ -165,7 +191,11 @@ def main() -> None:
     fit_lengths = lengths[len(lengths) // 2 :] if len(lengths) >= 4 else lengths
     slopes = {}
     for mode in ("cached", "uncached"):
-        pairs = [(n, t) for n, t in zip(lengths, rows[f"{mode}_seconds"], strict=True) if n in fit_lengths]
+        pairs = [
+            (n, t)
+            for n, t in zip(lengths, rows[f"{mode}_seconds"], strict=True)
+            if n in fit_lengths
+        ]
         slopes[mode] = round(fit_loglog([n for n, _ in pairs], [t for _, t in pairs])["slope"], 3)
     result.update(
         {
@@ -192,7 +222,10 @@ def main() -> None:
             "point_seconds": args.point_seconds,
         }
     )
-    info(f"time slopes over {fit_lengths}: {slopes}; tokens equal: {tokens_equal}; cache = formula: {matches}")
+    info(
+        f"time slopes over {fit_lengths}: {slopes}; tokens equal: {tokens_equal}; cache = "
+        f"formula: {matches}"
+    )
     if not tokens_equal:
         raise SystemExit("cached and uncached decoding produced different tokens")
     finish(result, started)

@@ -1,4 +1,5 @@
-"""Tune the ``cpu`` translation recipe on the VALIDATION split: short runs, one setting changed at a time.
+"""Tune the ``cpu`` translation recipe on the VALIDATION split: short runs, one setting changed at a
+time.
 
 Each invocation trains chapter 11's model (the ``cpu`` profile: all 29,000 training pairs, a joint
 BPE vocabulary, d_model 256, 3 + 3 layers) for a fixed number of optimizer steps, with some fields
@@ -9,7 +10,8 @@ read, so nothing here can tune on it. The row is appended to a results file, ato
 
     .venv/bin/python benchmarks/translation_sweep.py --name baseline --steps 400 \
         --append-to results/translation-sweep.json
-    .venv/bin/python benchmarks/translation_sweep.py --name lr2e-3 --steps 400 --set train.lr=0.002 \
+    .venv/bin/python benchmarks/translation_sweep.py --name lr2e-3 --steps 400 --set train.lr=0.002
+    \
         --append-to results/translation-sweep.json
 
 ``--decoding`` instead scores decoding settings (beam width, length penalty) on the validation split
@@ -39,7 +41,11 @@ from transformer_tasks.translation import (
 
 
 def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    stored = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"sweep": "translation", "rows": []}
+    stored = (
+        json.loads(path.read_text(encoding="utf-8"))
+        if path.exists()
+        else {"sweep": "translation", "rows": []}
+    )
     if stored.get("sweep") != "translation" or not isinstance(stored.get("rows"), list):
         raise SystemExit(f"--append-to {path}: not a translation sweep file")
     stored["rows"].extend(rows)
@@ -48,31 +54,47 @@ def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def profile_for(args: argparse.Namespace) -> TranslationConfig:
-    """The ``cpu`` profile for ``--steps`` steps, with ``--seed``, ``--threads`` and the ``--set`` settings."""
+    """The ``cpu`` profile for ``--steps`` steps, with ``--seed``, ``--threads`` and the ``--set``
+    settings."""
     shorthands = [f"train.seed={args.seed}", "train.progress=false", "data.test_limit=None"]
     shorthands += [f"num_threads={args.threads}"] if args.threads is not None else []
     try:
-        return apply_overrides(translation_profile("cpu", max_steps=args.steps), shorthands + args.set)
+        return apply_overrides(
+            translation_profile("cpu", max_steps=args.steps), shorthands + args.set
+        )
     except (TypeError, ValueError) as error:
         raise SystemExit(f"--set: {error}") from None
 
 
 def score(run: Any, beam: int, alpha: float) -> dict[str, float]:
     """BLEU of greedy and beam decoding on the validation split."""
-    evaluation = evaluate_translation(run, pairs=run.val_pairs, beam_size=beam, length_penalty=alpha, progress=False)
-    return {"val_bleu": round(evaluation.bleu_greedy.score, 2), "val_bleu_beam": round(evaluation.bleu_beam.score, 2)}
+    evaluation = evaluate_translation(
+        run, pairs=run.val_pairs, beam_size=beam, length_penalty=alpha, progress=False
+    )
+    return {
+        "val_bleu": round(evaluation.bleu_greedy.score, 2),
+        "val_bleu_beam": round(evaluation.bleu_beam.score, 2),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", required=True)
-    parser.add_argument("--steps", type=int, required=True, help="optimizer steps (a step budget, no time budget)")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="a field of the configuration"
+        "--steps", type=int, required=True, help="optimizer steps (a step budget, no time budget)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="a field of the configuration",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--decoding", action="store_true", help="score beam widths and length penalties")
+    parser.add_argument(
+        "--decoding", action="store_true", help="score beam widths and length penalties"
+    )
     parser.add_argument("--append-to", type=Path, default=None)
     args = parser.parse_args()
     profile = profile_for(args)

@@ -22,11 +22,14 @@ from transformer_book.diagrams import architecture_figure, save_svg  # noqa: E40
 from transformer_lib import TransformerConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-# The paper's table 3: 6 + 6 layers, d_model 512, 8 heads, d_ff 2048, one 37,000-token BPE vocabulary
+# The paper's table 3: 6 + 6 layers, d_model 512, 8 heads, d_ff 2048, one 37,000-token BPE
+# vocabulary
 # whose embedding matrix is shared by both embeddings and the output projection (section 3.4).
 PAPER_BASE = TransformerConfig(src_vocab_size=37000, tgt_vocab_size=37000, share_embeddings=True)
 FIGURES = {
-    "architecture.svg": lambda: architecture_figure(PAPER_BASE, title="The paper's base model (Post-LN)"),
+    "architecture.svg": lambda: architecture_figure(
+        PAPER_BASE, title="The paper's base model (Post-LN)"
+    ),
     **all_figures(),
 }
 

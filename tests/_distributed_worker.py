@@ -1,8 +1,10 @@
-"""Worker of tests/test_distributed.py, launched with ``python -m torch.distributed.run --nproc_per_node 2``.
+"""Worker of tests/test_distributed.py, launched with ``python -m torch.distributed.run
+--nproc_per_node 2``.
 
 Usage: ``_distributed_worker.py MODE OUT CKPT`` where MODE is
 
-* ``equal``: run A (grad_accum=1, dropout 0, evaluation, periodic and best checkpoints, progress bar),
+* ``equal``: run A (grad_accum=1, dropout 0, evaluation, periodic and best checkpoints, progress
+bar),
   run B (grad_accum=2, no_sync), run C (dropout 0.1, the uninterrupted reference for resuming) and
   run D (ranks given different numbers of batches: training must end, not hang);
 * ``crash``: run C again with checkpoints every 3 steps; rank 1 kills itself (SIGKILL) when it asks
@@ -52,7 +54,8 @@ def small_model(dropout: float = 0.0) -> Transformer:
 
 
 def random_batch(seed: int) -> Batch:
-    """A batch of 1-6 pairs of lengths 1-9, padded: its number of target tokens varies from batch to batch."""
+    """A batch of 1-6 pairs of lengths 1-9, padded: its number of target tokens varies from batch to
+    batch."""
     generator = torch.Generator().manual_seed(seed)
     rows = int(torch.randint(1, 7, (1,), generator=generator))
     src, tgt = [], []
@@ -65,24 +68,33 @@ def random_batch(seed: int) -> Batch:
 
 
 def make_data(batches_per_epoch: int):
-    """Batches that depend on the epoch only, the same on every rank (what sharding and resuming need)."""
+    """Batches that depend on the epoch only, the same on every rank (what sharding and resuming
+    need)."""
     return lambda epoch: [random_batch(1000 * epoch + i) for i in range(batches_per_epoch)]
 
 
 VALIDATION = [random_batch(10_000 + i) for i in range(3)]
 
 # The runs: (name, model dropout, batches per epoch, TrainConfig fields).
-RUN_A = ("a", 0.0, 10, dict(max_steps=5, grad_accum=1, eval_every=2, monitor="val_loss", mode="min"))
+RUN_A = (
+    "a",
+    0.0,
+    10,
+    dict(max_steps=5, grad_accum=1, eval_every=2, monitor="val_loss", mode="min"),
+)
 RUN_B = ("b", 0.0, 8, dict(max_steps=3, grad_accum=2))
 RUN_C = ("c", 0.1, 8, dict(max_steps=7, grad_accum=1))
 
 
 def _audit(ckpt: str, events: list[list[str]]) -> None:
-    """Record every write, rename, removal and temporary file under ``ckpt`` made by this process."""
+    """Record every write, rename, removal and temporary file under ``ckpt`` made by this
+    process."""
     root = os.path.realpath(ckpt)
 
     def under(path: Any) -> bool:
-        return isinstance(path, (str, bytes, os.PathLike)) and os.path.realpath(os.fsdecode(path)).startswith(root)
+        return isinstance(path, (str, bytes, os.PathLike)) and os.path.realpath(
+            os.fsdecode(path)
+        ).startswith(root)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event == "open" and under(args[0]):
@@ -149,7 +161,8 @@ def main() -> None:
         keep("a", model, result)
         keep("b", *_run(RUN_B, ckpt))
         keep("c", *_run(RUN_C, ckpt))
-        # Run D breaks the rule on purpose: rank 0 gets 3 batches, rank 1 gets 4 (7 and 9 before sharding).
+        # Run D breaks the rule on purpose: rank 0 gets 3 batches, rank 1 gets 4 (7 and 9 before
+        # sharding).
         uneven = [random_batch(i) for i in range(7 + 2 * r)]
         keep("d", *_run(("d", 0.0, 0, dict(max_epochs=1)), ckpt, data=uneven))
     elif mode == "crash":
@@ -157,11 +170,17 @@ def main() -> None:
 
         def dying(epoch: int):
             for i, batch in enumerate(make_c(epoch)):
-                if r == 1 and epoch == 1 and i == 4:  # the batches of step 7 (4 steps per epoch, 2 batches each)
+                # the batches of step 7 (4 steps per epoch, 2 batches each)
+                if r == 1 and epoch == 1 and i == 4:
                     os.kill(os.getpid(), signal.SIGKILL)
                 yield batch
 
-        _run(RUN_C, ckpt, data=dying, config=dict(checkpoint_path=str(ckpt / "c.safetensors"), checkpoint_every=3))
+        _run(
+            RUN_C,
+            ckpt,
+            data=dying,
+            config=dict(checkpoint_path=str(ckpt / "c.safetensors"), checkpoint_every=3),
+        )
         raise AssertionError("unreachable: rank 1 was killed during step 7")
     elif mode == "resume":
         keep("c", *_run(RUN_C, ckpt, resume_from=str(ckpt / "c.safetensors")))

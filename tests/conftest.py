@@ -1,4 +1,5 @@
-"""pytest fixtures of the unit tests (the repository's ``conftest.py`` adds the data fixture ``multi30k_dir``)."""
+"""pytest fixtures of the unit tests (the repository's ``conftest.py`` adds the data fixture
+``multi30k_dir``)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ TINY = dict(
 
 @pytest.fixture(scope="module")
 def one_thread() -> Iterator[None]:
-    """One PyTorch thread for a test module (its module-scoped fixtures included), then the old number back.
+    """One PyTorch thread for a test module (its module-scoped fixtures included), then the old
+    number back.
 
     Tiny tensors: a second thread only fights over a busy CPU (up to 10x slower there). A module
     opts in with ``pytestmark = pytest.mark.usefixtures("one_thread")``.

@@ -1,4 +1,5 @@
-"""Helpers the test modules import (``from helpers import ...``); fixtures live in ``conftest.py``."""
+"""Helpers the test modules import (``from helpers import ...``); fixtures live in
+``conftest.py``."""
 
 from __future__ import annotations
 

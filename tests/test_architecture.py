@@ -1,13 +1,15 @@
-"""The packages' layers (architecture.md): each part imports only the layers below it, and stays readable.
+"""The packages' layers (architecture.md): each part imports only the layers below it, and stays
+readable.
 
-Read from the source with ``ast``, without importing anything: every ``import`` and ``from ... import``
-of every module (those under ``if TYPE_CHECKING:`` included) is resolved to the top-level part of its
-package that it names, and that part's layer must be lower than the importing module's own (or be the
-same part). Three packages stand side by side: ``transformer_lib``, the library; ``transformer_tasks``,
-the application built on it; ``transformer_book``, the book's harness. The library imports neither of
-the others, and importing it loads neither; the application imports the library and not the harness.
-The packages also have no function over 100 lines, no module over 500, and no ``unittest`` (the
-teaching harness patches nothing).
+Read from the source with ``ast``, without importing anything: every ``import`` and ``from ...
+import`` of every module (those under ``if TYPE_CHECKING:`` included) is resolved to the top-level
+part of its package that it names, and that part's layer must be lower than the importing module's
+own (or be the
+same part). Three packages stand side by side: ``transformer_lib``, the library;
+``transformer_tasks``, the application built on it; ``transformer_book``, the book's harness. The
+library imports neither of the others, and importing it loads neither; the application imports the
+library and not the harness. The packages also have no function over 100 lines, no module over 500,
+and no ``unittest`` (the teaching harness patches nothing).
 """
 
 from __future__ import annotations
@@ -64,8 +66,8 @@ def _part(module: Path, package: str) -> str:
 
 
 def _imports_of(source: str, package: str, folder: tuple[str, ...]) -> set[tuple[str, str]]:
-    """``(package, part)`` of every import of one of the book's packages in ``source``, for a module that
-    sits in ``folder`` (its path below ``package``; ``part`` is empty for the package itself).
+    """``(package, part)`` of every import of one of the book's packages in ``source``, for a module
+    that sits in ``folder`` (its path below ``package``; ``part`` is empty for the package itself).
     """
     found: set[tuple[str, str]] = set()
     for node in ast.walk(ast.parse(source)):
@@ -94,7 +96,8 @@ def _imported(module: Path, package: str) -> set[tuple[str, str]]:
 
 
 def _violations(package: str, own: str, imported: set[tuple[str, str]]) -> list[str]:
-    """The imports that reach a package it may not import, or a part of its own package in its layer or above."""
+    """The imports that reach a package it may not import, or a part of its own package in its layer
+    or above."""
     layers = LAYERS[package]
     bad = []
     for other, part in sorted(imported):
@@ -114,7 +117,9 @@ def test_every_part_of_a_package_has_a_layer(package: str) -> None:
 CASES = [(package, m) for package in (LIBRARY, APP) for m in _modules(package)]
 
 
-@pytest.mark.parametrize(("package", "module"), CASES, ids=[f"{p}/{m.relative_to(ROOT / p)}" for p, m in CASES])
+@pytest.mark.parametrize(
+    ("package", "module"), CASES, ids=[f"{p}/{m.relative_to(ROOT / p)}" for p, m in CASES]
+)
 def test_a_module_imports_only_lower_layers(package: str, module: Path) -> None:
     own = _part(module, package)
     if own == "__init__":  # a package's front door re-exports its layers: it sits above them all
@@ -124,9 +129,11 @@ def test_a_module_imports_only_lower_layers(package: str, module: Path) -> None:
 
 
 def test_the_rule_catches_upward_imports_and_the_application() -> None:
-    """The check itself: a building block in nn/ that imported the training loop, or the app, is caught."""
+    """The check itself: a building block in nn/ that imported the training loop, or the app, is
+    caught."""
     source = (
-        "from ..training import train\nfrom . import masks\nfrom transformer_lib.model import Transformer\n"
+        "from ..training import train\nfrom . import masks\nfrom transformer_lib.model import "
+        "Transformer\n"
         "from transformer_tasks.translation import translate\nimport transformer_book.reference\n"
     )
     imported = _imports_of(source, LIBRARY, ("nn",))
@@ -144,14 +151,18 @@ def test_the_rule_catches_upward_imports_and_the_application() -> None:
 
 
 def test_importing_the_library_loads_neither_the_application_nor_the_harness() -> None:
-    """The library's front door in a fresh interpreter; and the application's, which loads no harness."""
+    """The library's front door in a fresh interpreter; and the application's, which loads no
+    harness."""
     probe = (
         "import sys, transformer_lib, transformer_lib.training, transformer_lib.decoding\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'transformer_tasks', 'transformer_book'}))\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'transformer_tasks', "
+        "'transformer_book'}))\n"
         "import transformer_tasks, transformer_tasks.cli\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'transformer_book'}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
     assert done.stdout.split() == ["[]", "[]"]
 
 
@@ -163,12 +174,19 @@ def test_functions_and_modules_stay_short(package: str) -> None:
         if len(source.splitlines()) > 500:
             long_modules.append(str(module.relative_to(ROOT)))
         for node in ast.walk(ast.parse(source)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 100:
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.end_lineno - node.lineno >= 100
+            ):
                 long_functions.append(f"{module.relative_to(ROOT)}:{node.name}")
     assert long_functions == [] and long_modules == []
 
 
 @pytest.mark.parametrize("package", [LIBRARY, APP])
 def test_the_packages_patch_nothing(package: str) -> None:
-    users = [str(m.relative_to(ROOT)) for m in _modules(package) if "unittest" in m.read_text(encoding="utf-8")]
+    users = [
+        str(m.relative_to(ROOT))
+        for m in _modules(package)
+        if "unittest" in m.read_text(encoding="utf-8")
+    ]
     assert users == []

@@ -1,4 +1,5 @@
-"""record_attention: the recorded weights are the attention modules' own weights, and nothing else changes."""
+"""record_attention: the recorded weights are the attention modules' own weights, and nothing else
+changes."""
 
 import pytest
 import torch
@@ -77,7 +78,8 @@ def test_rows_sum_to_one_and_masked_keys_get_zero(tiny_model):
         w = maps[name]  # (B, H, T_q, T_k)
         keys = tgt_ok if name.endswith("self_attn") and name.startswith("decoder") else src_ok
         sums = w.sum(-1)  # (B, H, T_q)
-        torch.testing.assert_close(sums, torch.ones_like(sums))  # every query row has a visible key here
+        # every query row has a visible key here
+        torch.testing.assert_close(sums, torch.ones_like(sums))
         assert torch.all(w.masked_select(~keys[:, None, None, :].expand_as(w)) == 0), name
     dec_self = maps["decoder.layers.0.self_attn"]
     upper = ~causal_mask(tgt.size(1))

@@ -1,4 +1,5 @@
-"""The bibliography and the citations agree: every cited key exists, every entry is cited or listed as not yet."""
+"""The bibliography and the citations agree: every cited key exists, every entry is cited or listed
+as not yet."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ BIB = ROOT / "references.bib"
 MARKDOWN_FILES = ("intro.md", "architecture.md", "api.md")
 REQUIRED_FIELDS = ("title", "author", "year")
 
-# Entries of references.bib that no page cites yet (none: every entry is cited). Adding an entry that nothing
-# cites means either citing it or adding it here; the test below asserts equality, so it fails on a new uncited
+# Entries of references.bib that no page cites yet (none: every entry is cited). Adding an entry
+# that nothing
+# cites means either citing it or adding it here; the test below asserts equality, so it fails on a
+# new uncited
 # entry and on a stale allowance alike.
 NOT_YET_CITED: frozenset[str] = frozenset()
 
-# `{cite}`, `{cite:p}`, `{cite:t}` and the other sphinxcontrib-bibtex cite roles; the keys are comma-separated.
+# `{cite}`, `{cite:p}`, `{cite:t}` and the other sphinxcontrib-bibtex cite roles; the keys are
+# comma-separated.
 CITE_ROLE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]*)`")
 FENCED_BLOCK = re.compile(r"^(```|~~~).*?^\1", flags=re.DOTALL | re.MULTILINE)
 # `@type{key,` at the start of a line; @comment, @string and @preamble are not entries.
@@ -85,7 +89,9 @@ def known_keys(bib_text: str) -> set[str]:
 
 def test_every_cited_key_is_in_the_bibliography(known_keys: set[str]) -> None:
     missing = missing_citations(book_documents(), known_keys)
-    report = "; ".join(f"{key} (cited in {', '.join(where)})" for key, where in sorted(missing.items()))
+    report = "; ".join(
+        f"{key} (cited in {', '.join(where)})" for key, where in sorted(missing.items())
+    )
     assert not missing, f"cited but not in references.bib: {report}"
 
 
@@ -100,7 +106,9 @@ def test_every_entry_has_title_author_and_year(bib_text: str) -> None:
     pybtex_database = pytest.importorskip("pybtex.database")
     # Parse with pybtex, as the book build does; a syntax error fails here.
     data = pybtex_database.parse_string(bib_text, "bibtex")
-    assert set(data.entries) == set(bib_keys(bib_text)), "pybtex and the key pattern of this test disagree"
+    assert set(data.entries) == set(bib_keys(bib_text)), (
+        "pybtex and the key pattern of this test disagree"
+    )
     incomplete = {}
     for key, entry in data.entries.items():
         present = {name.lower() for name in entry.fields} | {role.lower() for role in entry.persons}
@@ -116,20 +124,30 @@ def test_every_entry_is_cited_or_listed_as_not_yet_cited(known_keys: set[str]) -
     now_cited = sorted(NOT_YET_CITED - uncited)
     assert uncited == NOT_YET_CITED, (
         f"entries cited nowhere (cite them, or add them to NOT_YET_CITED): {new_uncited}; "
-        f"keys in NOT_YET_CITED that are now cited or no longer in references.bib (remove them): {now_cited}"
+        "keys in NOT_YET_CITED that are now cited or no longer in references.bib (remove them): "
+        f"{now_cited}"
     )
 
 
 def test_the_parser_reports_an_unknown_key() -> None:
     markdown = (
-        "Known {cite}`vaswani2017attention`, two at once {cite:p}`vaswani2017attention, nobody2099made`,\n"
+        "Known {cite}`vaswani2017attention`, two at once {cite:p}`vaswani2017attention, "
+        "nobody2099made`,\n"
         "textual {cite:t}`ghost2001`.\n\n```python\n# {cite}`inside_a_code_block`\n```\n"
     )
-    assert cited_keys(markdown) == ["vaswani2017attention", "vaswani2017attention", "nobody2099made", "ghost2001"]
+    assert cited_keys(markdown) == [
+        "vaswani2017attention",
+        "vaswani2017attention",
+        "nobody2099made",
+        "ghost2001",
+    ]
     missing = missing_citations({"synthetic.md": markdown}, {"vaswani2017attention"})
     assert missing == {"nobody2099made": ["synthetic.md"], "ghost2001": ["synthetic.md"]}
 
 
 def test_the_key_pattern_reads_entries_and_skips_comments() -> None:
-    text = "% @misc{commented,\n@String{venue = {X}}\n@Article{a2020,\n  title={A}}\n  @misc{ b2021 ,\n title={B}}\n"
+    text = (
+        "% @misc{commented,\n@String{venue = {X}}\n@Article{a2020,\n  title={A}}\n"
+        "  @misc{ b2021 ,\n title={B}}\n"
+    )
     assert bib_keys(text) == ["a2020", "b2021"]

@@ -1,4 +1,5 @@
-"""Building blocks against PyTorch's own modules (weights copied, dropout 0) and against their formulas."""
+"""Building blocks against PyTorch's own modules (weights copied, dropout 0) and against their
+formulas."""
 
 from __future__ import annotations
 
@@ -104,7 +105,9 @@ def test_mha_self_attention_causal_matches_torch(need_weights: bool) -> None:
     x2 = twin(x)
     mask = causal_mask(5)
     out, weights = ours(x, x, x, mask, need_weights=need_weights)
-    ref, ref_weights = theirs(x2, x2, x2, attn_mask=~mask, need_weights=True, average_attn_weights=False)
+    ref, ref_weights = theirs(
+        x2, x2, x2, attn_mask=~mask, need_weights=True, average_attn_weights=False
+    )
     assert_close(out, ref)
     if need_weights:
         assert_close(weights, ref_weights)
@@ -129,7 +132,9 @@ def test_mha_cross_attention_with_key_padding_matches_torch(need_weights: bool, 
     keep = key_padding([7, 5, 2], t_k)  # True = real key
     out, weights = ours(query, key, value, padding_mask(keep.long(), 0), need_weights=need_weights)
     # PyTorch's key_padding_mask means the opposite: True = padding, ignore it.
-    ref, ref_weights = theirs(query2, key2, value2, key_padding_mask=~keep, average_attn_weights=False)
+    ref, ref_weights = theirs(
+        query2, key2, value2, key_padding_mask=~keep, average_attn_weights=False
+    )
     assert_close(out, ref)
     if need_weights:
         assert_close(weights, ref_weights)
@@ -154,7 +159,9 @@ def test_mha_fused_path_equals_reference_path(dtype: torch.dtype) -> None:
     for need_weights in (False, True):
         xs, ms = twin(x), twin(memory)
         self_out, self_w = ours(xs, xs, xs, causal_mask(6), need_weights=need_weights)
-        cross_out, cross_w = ours(self_out, ms, ms, padding_mask(keep.long(), 0), need_weights=need_weights)
+        cross_out, cross_w = ours(
+            self_out, ms, ms, padding_mask(keep.long(), 0), need_weights=need_weights
+        )
         assert (self_w is None) == (not need_weights) and (cross_w is None) == (not need_weights)
         cross_out.backward(torch.ones_like(cross_out))
         results.append((cross_out.detach(), xs.grad, ms.grad))
@@ -166,7 +173,8 @@ def test_mha_fused_path_equals_reference_path(dtype: torch.dtype) -> None:
 # norms
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [torch.float32, F64])
-@pytest.mark.parametrize("scale", [1e-3, 1.0, 100.0])  # 1e-3: variance ~ eps, so eps placement matters
+# 1e-3: variance ~ eps, so eps placement matters
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 100.0])
 def test_layer_norm_matches_torch(dtype: torch.dtype, scale: float) -> None:
     torch.manual_seed(0)
     ours = randomize_(LayerNorm(D_MODEL).to(dtype))
@@ -179,7 +187,12 @@ def test_layer_norm_matches_torch(dtype: torch.dtype, scale: float) -> None:
     grad = torch.randn_like(out)
     out.backward(grad)
     ref.backward(grad)
-    assert_close(x.grad, x2.grad, rtol=1e-4 if dtype == torch.float32 else None, atol=None if dtype == F64 else 1e-4)
+    assert_close(
+        x.grad,
+        x2.grad,
+        rtol=1e-4 if dtype == torch.float32 else None,
+        atol=None if dtype == F64 else 1e-4,
+    )
     assert_close(ours.weight.grad, theirs.weight.grad)
     assert_close(ours.bias.grad, theirs.bias.grad)
 
@@ -229,7 +242,9 @@ def test_rms_norm_matches_torch(scale: float) -> None:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
     torch.manual_seed(0)
-    ours = randomize_(EncoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first, activation)).double())
+    ours = randomize_(
+        EncoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first, activation)).double()
+    )
     theirs = nn.TransformerEncoderLayer(
         D_MODEL, HEADS, D_FF, 0.0, activation, batch_first=True, norm_first=norm_first, dtype=F64
     )
@@ -251,7 +266,9 @@ def test_encoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
     torch.manual_seed(0)
-    ours = randomize_(DecoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first, activation)).double())
+    ours = randomize_(
+        DecoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first, activation)).double()
+    )
     theirs = nn.TransformerDecoderLayer(
         D_MODEL, HEADS, D_FF, 0.0, activation, batch_first=True, norm_first=norm_first, dtype=F64
     )
@@ -273,12 +290,22 @@ def test_decoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_stacks_match_torch(norm_first: bool) -> None:
     torch.manual_seed(0)
-    encoder = randomize_(Encoder(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first), 2).double(), seed=1)
-    decoder = randomize_(Decoder(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first), 2).double(), seed=2)
+    encoder = randomize_(
+        Encoder(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first), 2).double(), seed=1
+    )
+    decoder = randomize_(
+        Decoder(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first), 2).double(), seed=2
+    )
     final_norm = (lambda: nn.LayerNorm(D_MODEL, dtype=F64)) if norm_first else (lambda: None)
-    enc_layer = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, 0.0, batch_first=True, norm_first=norm_first)
-    dec_layer = nn.TransformerDecoderLayer(D_MODEL, HEADS, D_FF, 0.0, batch_first=True, norm_first=norm_first)
-    torch_encoder = nn.TransformerEncoder(enc_layer, 2, norm=final_norm(), enable_nested_tensor=False).double()
+    enc_layer = nn.TransformerEncoderLayer(
+        D_MODEL, HEADS, D_FF, 0.0, batch_first=True, norm_first=norm_first
+    )
+    dec_layer = nn.TransformerDecoderLayer(
+        D_MODEL, HEADS, D_FF, 0.0, batch_first=True, norm_first=norm_first
+    )
+    torch_encoder = nn.TransformerEncoder(
+        enc_layer, 2, norm=final_norm(), enable_nested_tensor=False
+    ).double()
     torch_decoder = nn.TransformerDecoder(dec_layer, 2, norm=final_norm()).double()
     torch_encoder.load_state_dict(torch_state_dict(encoder))
     torch_decoder.load_state_dict(torch_state_dict(decoder))
@@ -321,8 +348,10 @@ def test_sinusoidal_table_matches_paper_formula() -> None:
             expected[pos, 2 * i] = math.sin(angle)
             expected[pos, 2 * i + 1] = math.cos(angle)
     assert_close(table.double(), expected, rtol=0, atol=1e-6)
-    check_values_in_range(table, -1.0, 1.0, tol=1e-2)  # inside [-1, 1] and reaching both ends: not [0, 1]
-    assert check_positions_distinct(table, min_distance=1e-2) > 1e-2  # every position gets its own vector
+    # inside [-1, 1] and reaching both ends: not [0, 1]
+    check_values_in_range(table, -1.0, 1.0, tol=1e-2)
+    # every position gets its own vector
+    assert check_positions_distinct(table, min_distance=1e-2) > 1e-2
 
 
 def test_positional_encoding_adds_table_with_offset() -> None:
@@ -341,7 +370,9 @@ def test_gradcheck_sdpa_with_mask() -> None:
     mask = torch.rand(2, 1, 3, 5) > 0.5
     mask[0, 0, 0] = True
     mask[1, 0, 1] = False  # a fully masked row too
-    assert torch.autograd.gradcheck(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask), (q, k, v))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, mask), (q, k, v)
+    )
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
@@ -353,8 +384,12 @@ def test_gradcheck_multihead_attention(need_weights: bool) -> None:
 
     def self_then_cross(x: torch.Tensor, memory: torch.Tensor, w_q: torch.Tensor) -> torch.Tensor:
         params = {"q_proj.weight": w_q}
-        h = functional_call(mha, params, (x, x, x, causal_mask(3)), {"need_weights": need_weights})[0]
-        return functional_call(mha, params, (h, memory, memory, mask), {"need_weights": need_weights})[0]
+        h = functional_call(mha, params, (x, x, x, causal_mask(3)), {"need_weights": need_weights})[
+            0
+        ]
+        return functional_call(
+            mha, params, (h, memory, memory, mask), {"need_weights": need_weights}
+        )[0]
 
     w_q = mha.q_proj.weight.detach().clone().requires_grad_()
     assert torch.autograd.gradcheck(self_then_cross, (x, memory, w_q))
@@ -363,7 +398,9 @@ def test_gradcheck_multihead_attention(need_weights: bool) -> None:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_gradcheck_encoder_layer(norm_first: bool) -> None:
     torch.manual_seed(0)
-    layer = randomize_(EncoderLayer(LayerSpec(4, 2, 8, dropout=0.0, norm_first=norm_first)).double())
+    layer = randomize_(
+        EncoderLayer(LayerSpec(4, 2, 8, dropout=0.0, norm_first=norm_first)).double()
+    )
     x = leaf(2, 3, 4)
     mask = padding_mask(torch.tensor([[1, 1, 1], [1, 1, 0]]), 0)
     assert torch.autograd.gradcheck(lambda x: layer(x, mask), (x,))
@@ -433,7 +470,8 @@ def test_fully_masked_row_fused_equals_reference_path() -> None:
 
 @pytest.mark.parametrize("dtype", low_precision_dtypes())
 def test_torch_sdpa_zeroes_fully_masked_rows_on_cpu(dtype: torch.dtype) -> None:
-    # MultiHeadAttention relies on this on the CPU (no guard there); if PyTorch changes it, this fails.
+    # MultiHeadAttention relies on this on the CPU (no guard there); if PyTorch changes it, this
+    # fails.
     torch.manual_seed(0)
     q, k, v = (leaf(2, 2, 4, 8, dtype=dtype) for _ in range(3))
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=masked_row_mask(4, 4))
@@ -449,7 +487,9 @@ def test_guarded_attention(dtype: torch.dtype) -> None:
     mask = masked_row_mask(4, 4)
     out = guarded_attention(q, k, v, mask)
     assert torch.isfinite(out).all() and (out[0, :, 1] == 0).all()
-    reference, _ = scaled_dot_product_attention(q.detach().double(), k.detach().double(), v.detach().double(), mask)
+    reference, _ = scaled_dot_product_attention(
+        q.detach().double(), k.detach().double(), v.detach().double(), mask
+    )
     tol = {torch.float32: 1e-5, torch.bfloat16: 3e-2, torch.float16: 3e-3}[dtype]
     assert_close(out.detach().double(), reference, rtol=tol, atol=tol)
     (out.float() * torch.randn(out.shape)).sum().backward()

@@ -75,7 +75,11 @@ def _code_cells(nb: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _last_code_line(source: str) -> str:
-    lines = [line.strip() for line in source.splitlines() if line.strip() and not line.strip().startswith("#")]
+    lines = [
+        line.strip()
+        for line in source.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
     return lines[-1] if lines else ""
 
 
@@ -88,7 +92,9 @@ def _package_versions() -> dict[str, str]:
 
 def test_notebooks_are_not_executed_by_the_build() -> None:
     assert CONFIG["execute"]["execute_notebooks"] == "off"
-    assert "execute_notebooks" not in CONFIG, "execute_notebooks must be nested under execute: (ignored at top level)"
+    assert "execute_notebooks" not in CONFIG, (
+        "execute_notebooks must be nested under execute: (ignored at top level)"
+    )
 
 
 def test_build_skips_environment_and_outputs() -> None:
@@ -119,30 +125,42 @@ def test_cdn_scripts_match_the_copies_the_browser_test_serves() -> None:
     config = CONFIG["sphinx"]["config"]
     urls = [config["mathjax_path"], *config["nb_ipywidgets_js"]]
     urls += re.findall(
-        r"https://cdn\.jsdelivr\.net/npm/[^\"']+", (ROOT / "_book_static" / "widgets_setup.js").read_text()
+        r"https://cdn\.jsdelivr\.net/npm/[^\"']+",
+        (ROOT / "_book_static" / "widgets_setup.js").read_text(),
     )
     checked = 0
     for url in urls:
         match = re.match(r"https://cdn\.jsdelivr\.net/npm/((?:@[^/@]+/)?[^/@]+)@([^/]+)/", url)
         if match:
             name, version = match.groups()
-            assert pinned.get(name) == version, f"{url} but package.json pins {name}@{pinned.get(name)}"
+            assert pinned.get(name) == version, (
+                f"{url} but package.json pins {name}@{pinned.get(name)}"
+            )
             checked += 1
     assert checked >= 4
 
 
 def test_the_translator_box_loads_pinned_packages_and_committed_model_files() -> None:
-    """Chapter 11's box: the npm packages the build copies are pinned exactly; the model's files are committed."""
-    spec = importlib.util.spec_from_file_location("translator_extension", ROOT / "_ext" / "translator.py")
+    """Chapter 11's box: the npm packages the build copies are pinned exactly; the model's files are
+    committed."""
+    spec = importlib.util.spec_from_file_location(
+        "translator_extension", ROOT / "_ext" / "translator.py"
+    )
     extension = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(extension)
     pinned = _package_versions()
-    assert set(extension.VENDOR) <= set(pinned), f"package.json lacks {set(extension.VENDOR) - set(pinned)}"
-    assert all(re.fullmatch(r"\d+\.\d+\.\d+", pinned[name]) for name in extension.VENDOR), "exact versions"
+    assert set(extension.VENDOR) <= set(pinned), (
+        f"package.json lacks {set(extension.VENDOR) - set(pinned)}"
+    )
+    assert all(re.fullmatch(r"\d+\.\d+\.\d+", pinned[name]) for name in extension.VENDOR), (
+        "exact versions"
+    )
     assert CONFIG["sphinx"]["local_extensions"]["translator"] == "_ext"
     folder = ROOT / "_book_static" / "translator"
     assert sorted(p.name for p in folder.iterdir()) == sorted(SITE_FILES)
-    assert sum((folder / name).stat().st_size for name in SITE_FILES) <= 10_000_000, "the page loads at most 10 MB"
+    assert sum((folder / name).stat().st_size for name in SITE_FILES) <= 10_000_000, (
+        "the page loads at most 10 MB"
+    )
 
 
 # --- _toc.yml ----------------------------------------------------------------------------------
@@ -152,9 +170,13 @@ def test_toc_lists_every_notebook_once_in_order() -> None:
     files = _toc_files()
     chapters = [f for f in files if f.startswith("chapters/")]
     assert len(files) == len(set(files)), "a page is listed twice in _toc.yml"
-    assert chapters == [f"chapters/{nb.stem}" for nb in NOTEBOOKS], "_toc.yml and chapters/*.ipynb differ"
+    assert chapters == [f"chapters/{nb.stem}" for nb in NOTEBOOKS], (
+        "_toc.yml and chapters/*.ipynb differ"
+    )
     for entry in [TOC["root"], *files]:
-        assert any((ROOT / f"{entry}{suffix}").is_file() for suffix in (".md", ".ipynb")), f"{entry} missing"
+        assert any((ROOT / f"{entry}{suffix}").is_file() for suffix in (".md", ".ipynb")), (
+            f"{entry} missing"
+        )
 
 
 def test_there_are_sixteen_chapters() -> None:
@@ -170,7 +192,9 @@ notebook = pytest.mark.parametrize("path", NOTEBOOKS, ids=[nb.stem for nb in NOT
 def test_title_cell_numbers_the_chapter(path: Path) -> None:
     first = _load(path)["cells"][0]
     assert first["cell_type"] == "markdown"
-    assert re.match(rf"# {int(path.stem[:2])}\. \S", _source(first)), "first cell must be the title '# N. Title'"
+    assert re.match(rf"# {int(path.stem[:2])}\. \S", _source(first)), (
+        "first cell must be the title '# N. Title'"
+    )
 
 
 @notebook
@@ -181,13 +205,18 @@ def test_first_code_cell_installs_the_package_on_colab(path: Path) -> None:
 
 @notebook
 def test_the_colab_cell_is_collapsed_and_no_test_plumbing_is_in_the_code(path: Path) -> None:
-    """The reader sees the chapter's code: set-up for Colab behind a toggle, nbval's marks as cell tags."""
+    """The reader sees the chapter's code: set-up for Colab behind a toggle, nbval's marks as cell
+    tags."""
     cells = _code_cells(_load(path))
     metadata = cells[0].get("metadata", {})
-    assert "hide-cell" in metadata.get("tags", []), "the Colab cell must be collapsed (tag hide-cell)"
+    assert "hide-cell" in metadata.get("tags", []), (
+        "the Colab cell must be collapsed (tag hide-cell)"
+    )
     assert metadata.get("mystnb", {}).get("code_prompt_show") == "Set-up for Google Colab"
     for cell in cells:
-        assert "NBVAL" not in _source(cell), f"use the cell tag {IGNORE_OUTPUT!r}: {_source(cell)[:60]!r}"
+        assert "NBVAL" not in _source(cell), (
+            f"use the cell tag {IGNORE_OUTPUT!r}: {_source(cell)[:60]!r}"
+        )
 
 
 @notebook
@@ -203,7 +232,8 @@ def test_kernel_is_python3(path: Path) -> None:
 
 @notebook
 def test_saved_with_outputs_from_one_top_to_bottom_run(path: Path) -> None:
-    """nbval compares only outputs that were saved: every code cell must have run, in order, once."""
+    """nbval compares only outputs that were saved: every code cell must have run, in order,
+    once."""
     cells = [c for c in _code_cells(_load(path)) if _source(c).strip()]
     cells = [c for c in cells if "skip-execution" not in c.get("metadata", {}).get("tags", [])]
     counts = [c.get("execution_count") for c in cells]
@@ -221,13 +251,17 @@ def test_no_saved_errors(path: Path) -> None:
 
 @notebook
 def test_a_chapter_that_reads_multi30k_declares_it(path: Path) -> None:
-    """The tests skip a chapter as a whole when the data is missing, from what its metadata declares."""
+    """The tests skip a chapter as a whole when the data is missing, from what its metadata
+    declares."""
     nb = _load(path)
     code = "\n".join(_source(c) for c in _code_cells(nb))
-    # Reading the data set from its default folder (chapter 14 serves its own files, so it does not count).
+    # Reading the data set from its default folder (chapter 14 serves its own files, so it does not
+    # count).
     reads = bool(re.search(r"load_multi30k\(|multi30k\.load_split\(|variants\.py", code))
     declared = "multi30k" in nb["metadata"].get("transformer_book", {}).get("needs", [])
-    assert reads == declared, 'declare it in the notebook metadata: "transformer_book": {"needs": ["multi30k"]}'
+    assert reads == declared, (
+        'declare it in the notebook metadata: "transformer_book": {"needs": ["multi30k"]}'
+    )
 
 
 @notebook
@@ -235,15 +269,22 @@ def test_plotting_cells_end_with_plt_show(path: Path) -> None:
     for cell in _code_cells(_load(path)):
         source = _source(cell)
         last = _last_code_line(source)
-        assert not last.endswith(";"), f"cell ends with ';' (end it with plt.show()): {source[:80]!r}"
+        assert not last.endswith(";"), (
+            f"cell ends with ';' (end it with plt.show()): {source[:80]!r}"
+        )
         outputs = cell.get("outputs", [])
         draws = any("image/png" in o.get("data", {}) for o in outputs) and "plt." in source
         if draws:
-            assert last == "plt.show()", f"a plotting cell must end with plt.show(): {source[:80]!r}"
-        # A figure's own display carries "<Figure size ...>" as text too; only a cell's *result* must not.
+            assert last == "plt.show()", (
+                f"a plotting cell must end with plt.show(): {source[:80]!r}"
+            )
+        # A figure's own display carries "<Figure size ...>" as text too; only a cell's *result*
+        # must not.
         for output in (o for o in outputs if o["output_type"] == "execute_result"):
             text = "".join(output.get("data", {}).get("text/plain", ""))
-            assert not FIGURE_REPR.match(text), f"a matplotlib repr was saved ({text[:40]!r}): end with plt.show()"
+            assert not FIGURE_REPR.match(text), (
+                f"a matplotlib repr was saved ({text[:40]!r}): end with plt.show()"
+            )
 
 
 @notebook
@@ -251,7 +292,10 @@ def test_nbval_compares_at_least_half_of_the_printing_cells(path: Path) -> None:
     printing = [
         c
         for c in _code_cells(_load(path))
-        if any(o["output_type"] == "stream" or "text/plain" in o.get("data", {}) for o in c.get("outputs", []))
+        if any(
+            o["output_type"] == "stream" or "text/plain" in o.get("data", {})
+            for o in c.get("outputs", [])
+        )
     ]
     compared = [c for c in printing if IGNORE_OUTPUT not in c.get("metadata", {}).get("tags", [])]
     assert 2 * len(compared) >= len(printing), (
@@ -269,21 +313,32 @@ def test_landing_page_shows_the_colab_cell_the_notebooks_run() -> None:
     """The "run it on Colab" instructions quote the very first code cell of every chapter."""
     intro = (ROOT / "intro.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", intro, flags=re.DOTALL)
-    assert COLAB_CELL in [block.strip() for block in blocks], "intro.md does not show the notebooks' Colab cell"
+    assert COLAB_CELL in [block.strip() for block in blocks], (
+        "intro.md does not show the notebooks' Colab cell"
+    )
 
 
 @pytest.mark.parametrize(
     ("name", "size"),
-    [("screenshot.png", (1280, 900)), ("chapter05-answers.png", (1280, 900)), ("chapter11-phone.png", (390, 844))],
+    [
+        ("screenshot.png", (1280, 900)),
+        ("chapter05-answers.png", (1280, 900)),
+        ("chapter11-phone.png", (390, 844)),
+    ],
 )
-def test_readme_shows_screenshots_taken_by_the_browser_test(name: str, size: tuple[int, int]) -> None:
-    """The landing page at a desktop's size, a chapter with its answers opened, and a chapter at a phone's width."""
+def test_readme_shows_screenshots_taken_by_the_browser_test(
+    name: str, size: tuple[int, int]
+) -> None:
+    """The landing page at a desktop's size, a chapter with its answers opened, and a chapter at a
+    phone's width."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"(docs/{name})" in readme
     png = (ROOT / "docs" / name).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-    assert (width, height) == size, f"docs/{name}: copy the browser test's screenshot from _build/screenshots/"
+    assert (width, height) == size, (
+        f"docs/{name}: copy the browser test's screenshot from _build/screenshots/"
+    )
 
 
 def _headings(nb: dict[str, Any]) -> list[str]:
@@ -298,27 +353,41 @@ def _headings(nb: dict[str, Any]) -> list[str]:
 
 
 @notebook
-def test_the_main_path_ends_with_a_summary_the_quiz_and_exercises_then_going_deeper(path: Path) -> None:
-    """Every chapter closes the same way; what only a curious reader needs comes after, under "Going deeper"."""
+def test_the_main_path_ends_with_a_summary_the_quiz_and_exercises_then_going_deeper(
+    path: Path,
+) -> None:
+    """Every chapter closes the same way; what only a curious reader needs comes after, under "Going
+    deeper"."""
     headings = _headings(_load(path))
     close = ["Summary", "Check yourself", "Exercises"]
-    assert all(h in headings for h in close), f"{path.name}: the close needs {close}, found {headings}"
+    assert all(h in headings for h in close), (
+        f"{path.name}: the close needs {close}, found {headings}"
+    )
     where = [headings.index(h) for h in close]
-    assert where == sorted(where) and where[2] - where[0] == 2, f"{path.name}: {close} in this order, together"
+    assert where == sorted(where) and where[2] - where[0] == 2, (
+        f"{path.name}: {close} in this order, together"
+    )
     later = headings[where[2] + 1 :]
-    assert all("Going deeper" in h for h in later), f"{path.name}: after the exercises only Going deeper: {later}"
+    assert all("Going deeper" in h for h in later), (
+        f"{path.name}: after the exercises only Going deeper: {later}"
+    )
 
 
 CHAPTERS_WITH_A_PICTURE_FIRST = [nb for nb in NOTEBOOKS if 1 <= int(nb.stem[:2]) <= 11]
 
 
-@pytest.mark.parametrize("path", CHAPTERS_WITH_A_PICTURE_FIRST, ids=[nb.stem for nb in CHAPTERS_WITH_A_PICTURE_FIRST])
+@pytest.mark.parametrize(
+    "path", CHAPTERS_WITH_A_PICTURE_FIRST, ids=[nb.stem for nb in CHAPTERS_WITH_A_PICTURE_FIRST]
+)
 def test_the_idea_comes_with_a_picture_before_the_first_code_cell(path: Path) -> None:
-    """Chapters 1-11 show their concept picture, drawn by the package into figures/, before any code."""
+    """Chapters 1-11 show their concept picture, drawn by the package into figures/, before any
+    code."""
     cells = _load(path)["cells"]
     first_code = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
     opening = "\n".join(_source(c) for c in cells[:first_code])
     pictures = re.findall(r"```\{figure\} \.\./figures/([\w.-]+\.svg)", opening)
     assert pictures, f"{path.name}: no figure before the first code cell"
     for name in pictures:
-        assert (ROOT / "figures" / name).is_file(), f"{path.name} shows figures/{name}, which does not exist"
+        assert (ROOT / "figures" / name).is_file(), (
+            f"{path.name} shows figures/{name}, which does not exist"
+        )

@@ -38,7 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
 NODE_MODULES = ROOT / "node_modules"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-COLAB_PREFIX = "https://colab.research.google.com/github/transformer-book/build-a-transformer/blob/main/"
+COLAB_PREFIX = (
+    "https://colab.research.google.com/github/transformer-book/build-a-transformer/blob/main/"
+)
 FULL_PAGE_SCREENSHOTS = os.environ.get("BOOK_SCREENSHOTS") == "full"
 
 # Headless flags for a container: no sandbox (Chromium refuses to run as root with it), no GPU,
@@ -53,14 +55,21 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-# https://cdn.jsdelivr.net/npm/<package>@<version>/<file>, the package possibly scoped (@scope/name).
+# https://cdn.jsdelivr.net/npm/<package>@<version>/<file>, the package possibly scoped
+# (@scope/name).
 JSDELIVR = re.compile(r"^https://cdn\.jsdelivr\.net/npm/((?:@[^/@]+/)?[^/@]+)@([^/]+)/(.+)$")
 PLOTLY_CDN = re.compile(r"^https://cdn\.plot\.ly/plotly-([0-9][^/]*)\.min\.js$")
-CONTENT_TYPES = {".js": "application/javascript", ".woff": "font/woff", ".woff2": "font/woff2", ".css": "text/css"}
+CONTENT_TYPES = {
+    ".js": "application/javascript",
+    ".woff": "font/woff",
+    ".woff2": "font/woff2",
+    ".css": "text/css",
+}
 
 
 def _toc_pages() -> list[str]:
-    """Every document of _toc.yml, in order, without suffix (``intro``, ``chapters/00_introduction``...)."""
+    """Every document of _toc.yml, in order, without suffix (``intro``,
+    ``chapters/00_introduction``...)."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     pages = [toc["root"]]
 
@@ -128,19 +137,26 @@ def site_url(unavailable: Callable[[str], None]) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser(unavailable: Callable[[str], None]) -> Iterator[Any]:
-    """Debian's Chromium driven by Playwright (never a browser downloaded by `playwright install`)."""
-    executable = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    """Debian's Chromium driven by Playwright (never a browser downloaded by `playwright
+    install`)."""
+    executable = (
+        os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    )
     if executable is None:
         unavailable(
             "chromium is not installed: on Debian/Ubuntu run `sudo apt-get install -y chromium` "
             "(`make test` does it when run as root), or set CHROMIUM=/path/to/chromium"
         )
     if not (NODE_MODULES / "mathjax" / "package.json").is_file():
-        unavailable("node_modules/ lacks the pinned CDN scripts: run `scripts/setup_browser.sh` (needs npm)")
+        unavailable(
+            "node_modules/ lacks the pinned CDN scripts: run `scripts/setup_browser.sh` (needs npm)"
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+        browser = playwright.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_FLAGS
+        )
         try:
             yield browser
         finally:
@@ -148,7 +164,8 @@ def browser(unavailable: Callable[[str], None]) -> Iterator[Any]:
 
 
 class PageLog:
-    """What went wrong while a page loaded: console errors, script errors, failed and blocked requests."""
+    """What went wrong while a page loaded: console errors, script errors, failed and blocked
+    requests."""
 
     def __init__(self, site_url: str) -> None:
         self.site_url = site_url
@@ -162,7 +179,10 @@ class PageLog:
             [f"console error: {m}" for m in self.console_errors]
             + [f"script error: {m}" for m in self.page_errors]
             + [f"failed request: {m}" for m in self.failed]
-            + [f"request to the outside that the test cannot serve offline (blocked): {m}" for m in self.blocked]
+            + [
+                f"request to the outside that the test cannot serve offline (blocked): {m}"
+                for m in self.blocked
+            ]
         )
 
 
@@ -171,7 +191,11 @@ PHONE = {"width": 390, "height": 844}  # a common phone's CSS pixels
 
 
 def _open(
-    browser: Any, site_url: str, path: str, viewport: dict[str, int] = DESKTOP, init_script: str | None = None
+    browser: Any,
+    site_url: str,
+    path: str,
+    viewport: dict[str, int] = DESKTOP,
+    init_script: str | None = None,
 ) -> tuple[Any, PageLog]:
     """A new page with the offline routing and the logging in place, loaded at ``site_url + path``.
 
@@ -193,11 +217,15 @@ def _open(
             return
         content_type = CONTENT_TYPES.get(local.suffix, "application/octet-stream")
         # The CDNs send CORS headers; `crossorigin="anonymous"` scripts and fonts need them.
-        route.fulfill(path=str(local), content_type=content_type, headers={"Access-Control-Allow-Origin": "*"})
+        route.fulfill(
+            path=str(local), content_type=content_type, headers={"Access-Control-Allow-Origin": "*"}
+        )
 
     # Only requests that leave the site go through Python (each routed request costs a round trip).
     context.route(re.compile("^(?!" + re.escape(site_url) + ")"), route)
-    page.on("console", lambda msg: log.console_errors.append(msg.text) if msg.type == "error" else None)
+    page.on(
+        "console", lambda msg: log.console_errors.append(msg.text) if msg.type == "error" else None
+    )
     page.on("pageerror", lambda exc: log.page_errors.append(str(exc)))
 
     def request_failed(request: Any) -> None:
@@ -205,7 +233,11 @@ def _open(
             log.failed.append(f"{request.url} ({request.failure})")
 
     def response(resp: Any) -> None:
-        if resp.url.startswith(site_url) and resp.status >= 400 and not resp.url.endswith("/favicon.ico"):
+        if (
+            resp.url.startswith(site_url)
+            and resp.status >= 400
+            and not resp.url.endswith("/favicon.ico")
+        ):
             log.failed.append(f"{resp.url} (HTTP {resp.status})")
 
     page.on("requestfailed", request_failed)
@@ -221,11 +253,13 @@ UNTYPESET_MATH = """() => {
   const math = [...document.querySelectorAll('.math')];
   const items = Array.from(MathJax.startup.document.math);
   return {total: math.length,
-          missing: math.filter(el => !el.querySelector('mjx-container') && el.tagName !== 'MJX-CONTAINER')
+          missing: math.filter(el => !el.querySelector('mjx-container')
+                                     && el.tagName !== 'MJX-CONTAINER')
                        .map(el => el.textContent.slice(0, 80)),
           containers: document.querySelectorAll('mjx-container').length,
           errors: items.filter(item => item.typesetRoot &&
-                                       item.typesetRoot.querySelector('mjx-merror, mjx-mtext[style*="color: red"]'))
+                                       item.typesetRoot.querySelector(
+                                         'mjx-merror, mjx-mtext[style*="color: red"]'))
                        .map(item => item.math.slice(0, 120))};
 }"""
 
@@ -240,7 +274,8 @@ WAIT_FOR_IMAGES = """async () => {
 PLOTLY_FIGURES = """() => [...document.querySelectorAll('.plotly-graph-div')].map(el => ({
   id: el.id,
   drawn: el.classList.contains('js-plotly-plot') && !!el.querySelector('.main-svg'),
-  sliders: (el.layout && el.layout.sliders || []).map(s => ({active: s.active || 0, steps: s.steps.length})),
+  sliders: (el.layout && el.layout.sliders || [])
+    .map(s => ({active: s.active || 0, steps: s.steps.length})),
 }))"""
 
 PLOT_DATA = "id => JSON.stringify(document.getElementById(id).data)"
@@ -254,7 +289,10 @@ def _check_math(page: Any) -> list[str]:
     report = page.evaluate(UNTYPESET_MATH)
     problems = []
     if report["containers"] == 0 or report["missing"]:
-        problems.append(f"{len(report['missing'])} of {report['total']} formulas not typeset: {report['missing'][:3]}")
+        problems.append(
+            f"{len(report['missing'])} of {report['total']} formulas not typeset: "
+            f"{report['missing'][:3]}"
+        )
     problems += [f"TeX error or undefined macro in a formula: {e}" for e in report["errors"]]
     return problems
 
@@ -263,12 +301,15 @@ def _check_math(page: Any) -> list[str]:
 # (Collapsed cells, such as the quiz answers, are not laid out: their width is checked once opened.)
 WIDE_CODE = """() => [...document.querySelectorAll('.cell_input pre')]
   .filter(pre => pre.getClientRects().length > 0 && pre.scrollWidth > pre.clientWidth + 1)
-  .map(pre => pre.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 100))"""
+  .map(pre => pre.textContent.split('\\n')
+    .reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 100))"""
 
 
 def _check_code_width(page: Any) -> list[str]:
     wide = page.evaluate(WIDE_CODE)
-    return [f"a code cell scrolls sideways at this width; its longest line: {line!r}" for line in wide]
+    return [
+        f"a code cell scrolls sideways at this width; its longest line: {line!r}" for line in wide
+    ]
 
 
 def _check_widgets(page: Any) -> list[str]:
@@ -276,7 +317,9 @@ def _check_widgets(page: Any) -> list[str]:
     if views == 0:
         return []
     try:
-        page.wait_for_function(f"() => document.querySelectorAll('.jupyter-widgets').length >= {views}")
+        page.wait_for_function(
+            f"() => document.querySelectorAll('.jupyter-widgets').length >= {views}"
+        )
     except Exception:  # Playwright's TimeoutError; reported below with the counts
         pass
     rendered = page.locator(".jupyter-widgets").count()
@@ -284,7 +327,8 @@ def _check_widgets(page: Any) -> list[str]:
 
 
 def _move_slider(page: Any, figure: dict[str, Any]) -> str | None:
-    """Click the far end of the figure's first slider; a message unless the plotted data then changes."""
+    """Click the far end of the figure's first slider; a message unless the plotted data then
+    changes."""
     fid = figure["id"]
     slider = figure["sliders"][0]
     rail = page.locator(f"#{fid} .slider-rail-touch-rect").first
@@ -298,7 +342,8 @@ def _move_slider(page: Any, figure: dict[str, Any]) -> str | None:
     page.mouse.click(box["x"] + fraction * box["width"], box["y"] + box["height"] / 2)
     try:
         page.wait_for_function(
-            "([id, before]) => JSON.stringify(document.getElementById(id).data) !== before", arg=[fid, before]
+            "([id, before]) => JSON.stringify(document.getElementById(id).data) !== before",
+            arg=[fid, before],
         )
     except Exception:  # Playwright's TimeoutError
         return f"figure #{fid}: moving the slider did not change the plotted data"
@@ -322,7 +367,8 @@ def _check_plotly(page: Any, path: str) -> tuple[list[str], list[str]]:
 
 @pytest.fixture(scope="module")
 def sliders() -> dict[str, Any]:
-    """Shared by the tests of this module: the pages visited and the slider figures that responded."""
+    """Shared by the tests of this module: the pages visited and the slider figures that
+    responded."""
     return {"visited": set(), "responded": []}
 
 
@@ -343,7 +389,8 @@ def test_page(browser: Any, site_url: str, path: str, sliders: dict[str, Any]) -
             links = sorted(
                 set(
                     page.eval_on_selector_all(
-                        'a[href^="https://colab.research.google.com"]', "els => els.map(a => a.href)"
+                        'a[href^="https://colab.research.google.com"]',
+                        "els => els.map(a => a.href)",
                     )
                 )
             )
@@ -353,10 +400,14 @@ def test_page(browser: Any, site_url: str, path: str, sliders: dict[str, Any]) -
 
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         name = path.replace("/", "__")
-        if FULL_PAGE_SCREENSHOTS:  # the whole page (seconds per page, so only on request: make screenshots)
-            page.screenshot(path=str(SCREENSHOTS / f"{name}.jpg"), full_page=True, type="jpeg", quality=80)
+        # the whole page (seconds per page, so only on request: make screenshots)
+        if FULL_PAGE_SCREENSHOTS:
+            page.screenshot(
+                path=str(SCREENSHOTS / f"{name}.jpg"), full_page=True, type="jpeg", quality=80
+            )
         page.evaluate("window.scrollTo(0, 0)")
-        page.screenshot(path=str(SCREENSHOTS / f"{name}.top.png"))  # what a reader sees first (README)
+        # what a reader sees first (README)
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.top.png"))
         problems += log.problems()
     finally:
         page.context.close()
@@ -364,7 +415,8 @@ def test_page(browser: Any, site_url: str, path: str, sliders: dict[str, Any]) -
 
 
 def test_some_plotly_slider_responds(browser: Any, site_url: str, sliders: dict[str, Any]) -> None:
-    """At least one Plotly figure of the book redraws when its slider moves (the static site's interactivity).
+    """At least one Plotly figure of the book redraws when its slider moves (the static site's
+    interactivity).
 
     Uses what test_page found; opens the pages it did not visit (when run alone, or with -k).
     """
@@ -377,17 +429,25 @@ def test_some_plotly_slider_responds(browser: Any, site_url: str, sliders: dict[
                 sliders["responded"] += _check_plotly(page, path)[1]
             finally:
                 page.context.close()
-    assert sliders["responded"], "no page of the book has an interactive Plotly figure whose slider changes the plot"
+    assert sliders["responded"], (
+        "no page of the book has an interactive Plotly figure whose slider changes the plot"
+    )
 
 
-# Pages a reader opens first, checked at a phone's width too; their screenshots are committed to docs/.
-SHOWCASE = {"intro": "landing", "chapters/05_multi_head_attention": "chapter05", "chapters/11_translation": "chapter11"}
+# Pages a reader opens first, checked at a phone's width too; their screenshots are committed to
+# docs/.
+SHOWCASE = {
+    "intro": "landing",
+    "chapters/05_multi_head_attention": "chapter05",
+    "chapters/11_translation": "chapter11",
+}
 DOCS = ROOT / "docs"
 
 
 @pytest.mark.parametrize("path", list(SHOWCASE))
 def test_page_at_phone_width(browser: Any, site_url: str, path: str) -> None:
-    """No console error, script error or failed request at a phone's width; a screenshot for docs/."""
+    """No console error, script error or failed request at a phone's width; a screenshot for
+    docs/."""
     page, log = _open(browser, site_url, path + ".html", viewport=PHONE)
     try:
         problems = [f"image did not load: {src}" for src in page.evaluate(WAIT_FOR_IMAGES)]
@@ -407,13 +467,16 @@ def test_the_landing_page_shows_the_architecture_figure(browser: Any, site_url: 
     try:
         page.evaluate(WAIT_FOR_IMAGES)
         sizes = page.eval_on_selector_all(
-            'img[src*="architecture"]', "imgs => imgs.map(i => [i.naturalWidth, i.getBoundingClientRect().width])"
+            'img[src*="architecture"]',
+            "imgs => imgs.map(i => [i.naturalWidth, i.getBoundingClientRect().width])",
         )
         assert sizes, "intro.html has no architecture figure"
         readable = all(natural > 0 and shown > 200 for natural, shown in sizes)
         assert readable, f"the figure is not drawn at a readable size: {sizes}"
         # one search box on a desktop screen (the theme's header bar once added a second one)
-        boxes = page.locator(".search-button-field").evaluate_all("els => els.filter(e => e.offsetParent).length")
+        boxes = page.locator(".search-button-field").evaluate_all(
+            "els => els.filter(e => e.offsetParent).length"
+        )
         assert boxes == 1, f"the landing page shows {boxes} search boxes at 1280 px"
         page.screenshot(path=str(SCREENSHOTS / "landing.desktop.png"))
         assert not log.problems(), log.problems()
@@ -421,7 +484,9 @@ def test_the_landing_page_shows_the_architecture_figure(browser: Any, site_url: 
         page.context.close()
 
 
-def test_the_glossary_renders_its_terms_and_chapters_link_to_them(browser: Any, site_url: str) -> None:
+def test_the_glossary_renders_its_terms_and_chapters_link_to_them(
+    browser: Any, site_url: str
+) -> None:
     page, log = _open(browser, site_url, "glossary.html")
     try:
         terms = page.locator("dl.glossary dt").count()
@@ -438,7 +503,8 @@ def test_the_glossary_renders_its_terms_and_chapters_link_to_them(browser: Any, 
 
 
 def test_a_quiz_answer_opens_on_click(browser: Any, site_url: str) -> None:
-    """The answers are hidden behind "Show answers"; a click shows the answer cell's code and output."""
+    """The answers are hidden behind "Show answers"; a click shows the answer cell's code and
+    output."""
     page, log = _open(browser, site_url, "chapters/05_multi_head_attention.html")
     try:
         toggle = page.locator("details.hide summary", has_text="Show answers")

@@ -3,15 +3,16 @@
 The built page loads the committed model files (``_book_static/translator/``) and the pinned npm
 packages (``onnxruntime-web``, ``@huggingface/tokenizers``) from the site itself, offline. The box
 must translate German test captions into exactly the token ids that Python's greedy decoding of the
-same files gives (:func:`transformer_book.browser_model.onnx_translate`, ONNX Runtime), and the ids of
-its beam search (:func:`~transformer_book.browser_model.onnx_beam`), draw the cross-attention map,
-and log no console error. Where WebAssembly is missing, it must say so.
+same files gives (:func:`transformer_book.browser_model.onnx_translate`, ONNX Runtime), and the ids
+of its beam search (:func:`~transformer_book.browser_model.onnx_beam`), draw the cross-attention
+map, and log no console error. Where WebAssembly is missing, it must say so.
 
 The time per sentence is measured in the page and reported (printed, and written as JSON to
 ``$TRANSLATOR_TIMING`` when set): a benchmark line, never an assertion. Chapter 11 shows the run in
 ``results/browser-translation.json``, made with::
 
-    TRANSLATOR_TIMING=results/browser-translation.json .venv/bin/python -m pytest tests/test_browser_translator.py -s
+    TRANSLATOR_TIMING=results/browser-translation.json .venv/bin/python -m pytest
+    tests/test_browser_translator.py -s
 
 Shares the site server, the browser and the offline routing of ``tests/test_browser.py``.
 """
@@ -65,18 +66,26 @@ def _translate(page: Any, sentence: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def python_tokens() -> dict[str, dict[str, list[int]]]:
-    """Python's greedy and beam-search token ids for :data:`SENTENCES`, from the site's own copy of the files."""
+    """Python's greedy and beam-search token ids for :data:`SENTENCES`, from the site's own copy of
+    the files."""
     import numpy as np
 
     from transformer_book.browser_model import load_sessions, onnx_beam, onnx_translate
 
     config = json.loads((MODEL / "config.json").read_text(encoding="utf-8"))
-    tokenizer, sessions = BPETokenizer.from_json_str((MODEL / "tokenizer.json").read_text()), load_sessions(MODEL)
-    greedy = onnx_translate(sessions, tokenizer, SENTENCES, config["max_len_a"], config["max_len_b"], config["max_len"])
+    tokenizer, sessions = (
+        BPETokenizer.from_json_str((MODEL / "tokenizer.json").read_text()),
+        load_sessions(MODEL),
+    )
+    greedy = onnx_translate(
+        sessions, tokenizer, SENTENCES, config["max_len_a"], config["max_len_b"], config["max_len"]
+    )
     tokens = {}
     for sentence, greedy_ids in zip(SENTENCES, greedy, strict=True):
         src = np.array([tokenizer.encode(sentence)], dtype=np.int64)
-        max_len = min(int(config["max_len_a"] * src.shape[1] + config["max_len_b"]), config["max_len"])
+        max_len = min(
+            int(config["max_len_a"] * src.shape[1] + config["max_len_b"]), config["max_len"]
+        )
         ends = (tokenizer.bos_id, tokenizer.eos_id, config["length_penalty"])
         beam = onnx_beam(sessions, src, config["beam_size"], max_len, *ends[:2], ends[2])
         tokens[sentence] = {"greedy": greedy_ids, "beam": beam}
@@ -94,28 +103,44 @@ def test_the_box_translates_with_the_tokens_of_python_decoding_the_same_files(
         assert _wait_until_loaded(page) == "ready", page.inner_text("div.translator")
         results = {sentence: _translate(page, sentence) for sentence in SENTENCES}
         page.evaluate("() => { document.querySelector('div.translator').dataset.state = 'asked'; }")
-        page.locator("div.translator .translator-examples button").first.click()  # the running example
+        # the running example
+        page.locator("div.translator .translator-examples button").first.click()
         page.wait_for_function(f"() => ({STATE})() === 'done'")
         clicked = page.inner_text("div.translator .translator-text")
         box = page.locator("div.translator")
-        box.evaluate("el => el.scrollIntoView({block: 'center'})")  # clear of the page's sticky header
-        box.screenshot(path=str(SCREENSHOTS / "translator.png"))  # docs/translator.png, for the README
+        # clear of the page's sticky header
+        box.evaluate("el => el.scrollIntoView({block: 'center'})")
+        # docs/translator.png, for the README
+        box.screenshot(path=str(SCREENSHOTS / "translator.png"))
         problems = log.problems()
     finally:
         page.context.close()
     for sentence, got in results.items():
-        assert got["tokens"] == python_tokens[sentence]["greedy"], f"{sentence!r}: browser {got['tokens']}"
-        assert got["beam"] == python_tokens[sentence]["beam"], f"{sentence!r}: browser's beam {got['beam']}"
+        assert got["tokens"] == python_tokens[sentence]["greedy"], (
+            f"{sentence!r}: browser {got['tokens']}"
+        )
+        assert got["beam"] == python_tokens[sentence]["beam"], (
+            f"{sentence!r}: browser's beam {got['beam']}"
+        )
         assert got["text"].strip(), f"{sentence!r}: no text shown"
-        source_tokens = len(BPETokenizer.from_json_str((MODEL / "tokenizer.json").read_text()).encode(sentence))
-        assert got["cells"] == (len(got["tokens"]) - 1) * source_tokens, "one attention cell per (target, source) pair"
+        source_tokens = len(
+            BPETokenizer.from_json_str((MODEL / "tokenizer.json").read_text()).encode(sentence)
+        )
+        assert got["cells"] == (len(got["tokens"]) - 1) * source_tokens, (
+            "one attention cell per (target, source) pair"
+        )
     assert clicked.strip(), "clicking an example sentence translated nothing"
     assert not problems, problems
-    _report([got["ms"] for got in results.values()], [got["beam_ms"] for got in results.values()], browser.version)
+    _report(
+        [got["ms"] for got in results.values()],
+        [got["beam_ms"] for got in results.values()],
+        browser.version,
+    )
 
 
 def _report(ms: list[float], beam_ms: list[float], version: str) -> None:
-    """The benchmark line: milliseconds per sentence in this browser, the first one (warm-up) apart."""
+    """The benchmark line: milliseconds per sentence in this browser, the first one (warm-up)
+    apart."""
     warm = ms[1:]
     summary = {
         "sentences": len(ms),
@@ -147,7 +172,8 @@ def test_without_webassembly_the_box_says_what_is_missing(browser: Any, site_url
 
 
 def test_at_a_phone_width_the_box_and_its_map_fit_the_screen(browser: Any, site_url: str) -> None:  # noqa: F811
-    """The form wraps and a long sentence's map scrolls inside its own box: the page never scrolls sideways."""
+    """The form wraps and a long sentence's map scrolls inside its own box: the page never scrolls
+    sideways."""
     page, log = _open(browser, site_url, PAGE, viewport=PHONE)
     try:
         assert _wait_until_loaded(page) == "ready"

@@ -26,13 +26,15 @@ DECIMAL = re.compile(r"(?<![\w.,$\\^{/-])(\d{1,3}(?:,\d{3})+|\d+)\.(\d+)(?![\w.]
 ANY_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 RESULT_FILE = re.compile(r"(?:benchmarks/)?results/[\w.-]+\.json")
 
-# Numbers a chapter's prose works out from numbers it printed or named: shown -> (operation, a, b), where
+# Numbers a chapter's prose works out from numbers it printed or named: shown -> (operation, a, b),
+# where
 # a and b are themselves printed, in a named file, or derived here.
 DERIVED: dict[str, dict[str, tuple[str, str, str]]] = {
     "11_translation": {
         # the stored run's validation loss: step 1,600 against the end (step 1,853)
         "0.0051": ("diff", "1.7247", "1.7196"),
-        # seed spreads: the earlier recipe (Noam), the chosen one (chapter 15's baseline), the step budget
+        # seed spreads: the earlier recipe (Noam), the chosen one (chapter 15's baseline), the step
+        # budget
         "1.58": ("diff", "32.00", "33.58"),
         "0.48": ("diff", "34.57", "35.05"),
         "0.0134": ("diff", "2.0957", "2.0823"),
@@ -90,12 +92,15 @@ def _prose(markdown: str) -> str:
     text = re.sub(r"\]\([^)]*\)", "]", text)  # link targets
     text = re.sub(r"\{cite:?\w*\}`[^`]*`", " ", text)
     text = re.sub(r"\[[\d.]+\]", " ", text)  # links such as [14.7]
-    text = re.sub(r"(?i)\b(sections?|table|version|torch|python|equation|figure)\s+[\d.]+", " ", text)
+    text = re.sub(
+        r"(?i)\b(sections?|table|version|torch|python|equation|figure)\s+[\d.]+", " ", text
+    )
     return text
 
 
 def _chapter(path: Path) -> tuple[str, str, list[float]]:
-    """A chapter's prose, the text of its code and outputs, and the numbers of the result files it names."""
+    """A chapter's prose, the text of its code and outputs, and the numbers of the result files it
+    names."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     markdown = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
     printed = []
@@ -126,14 +131,18 @@ def _json_numbers(value) -> list[float]:
 
 
 def _rounds_to(value: float, shown: str) -> bool:
-    """Whether ``value`` shows as ``shown`` (a difference of 0.065 may be written 0.07: half rounds up)."""
+    """Whether ``value`` shows as ``shown`` (a difference of 0.065 may be written 0.07: half rounds
+    up)."""
     places = len(shown.split(".")[1])
     half_up = Decimal(f"{value:.10g}").quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
     return f"{value:.{places}f}" == shown or str(half_up) == shown
 
 
-def _sourced(shown: str, printed: str, numbers: list[float], derived: dict[str, tuple[str, str, str]]) -> bool:
-    """Whether ``shown`` was printed, is in a named file, or is worked out (as ``DERIVED`` says) from such."""
+def _sourced(
+    shown: str, printed: str, numbers: list[float], derived: dict[str, tuple[str, str, str]]
+) -> bool:
+    """Whether ``shown`` was printed, is in a named file, or is worked out (as ``DERIVED`` says)
+    from such."""
     if shown in printed or any(_rounds_to(abs(x), shown) for x in numbers):
         return True
     if shown not in derived:
@@ -147,7 +156,9 @@ def _sourced(shown: str, printed: str, numbers: list[float], derived: dict[str, 
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
-def test_every_decimal_number_in_the_prose_was_printed_or_is_in_a_named_result_file(path: Path) -> None:
+def test_every_decimal_number_in_the_prose_was_printed_or_is_in_a_named_result_file(
+    path: Path,
+) -> None:
     prose, printed, named = _chapter(path)
     numbers = [float(m.replace(",", "")) for m in ANY_NUMBER.findall(printed)] + named
     derived = DERIVED.get(path.stem, {})
@@ -156,11 +167,15 @@ def test_every_decimal_number_in_the_prose_was_printed_or_is_in_a_named_result_f
         shown = f"{match.group(1).replace(',', '')}.{match.group(2)}"
         if match.group(0) not in printed and not _sourced(shown, printed, numbers, derived):
             missing.append(match.group(0))
-    assert not missing, f"{path.name}: numbers in the prose that no output printed: {sorted(set(missing))}"
+    assert not missing, (
+        f"{path.name}: numbers in the prose that no output printed: {sorted(set(missing))}"
+    )
 
 
 def test_a_derived_number_that_does_not_follow_from_its_inputs_fails() -> None:
     derived = {"0.50": ("diff", "2.00", "1.40")}  # 0.60, not 0.50
     assert not _sourced("0.50", "2.00 1.40", [], derived)
     assert _sourced("0.60", "2.00 1.40", [], {"0.60": ("diff", "2.00", "1.40")})
-    assert not _sourced("0.60", "2.00", [], {"0.60": ("diff", "2.00", "1.40")}), "an input nobody printed"
+    assert not _sourced("0.60", "2.00", [], {"0.60": ("diff", "2.00", "1.40")}), (
+        "an input nobody printed"
+    )

@@ -9,7 +9,13 @@ import pytest
 import torch
 
 import transformer_lib.checkpoint as checkpoint_module
-from transformer_lib import load_checkpoint, noam_rate, noam_schedule, read_checkpoint_header, save_checkpoint
+from transformer_lib import (
+    load_checkpoint,
+    noam_rate,
+    noam_schedule,
+    read_checkpoint_header,
+    save_checkpoint,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -19,8 +25,11 @@ def paper_rate(step: int, d_model: int, warmup: int, factor: float) -> float:
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def rates_used(initial_lr: float, d_model: int, warmup: int, factor: float, steps: int) -> list[float]:
-    """Learning rate each SGD step really applied, read back from the parameter's change (grad = 1)."""
+def rates_used(
+    initial_lr: float, d_model: int, warmup: int, factor: float, steps: int
+) -> list[float]:
+    """Learning rate each SGD step really applied, read back from the parameter's change (grad =
+    1)."""
     param = torch.zeros(1, dtype=torch.float64, requires_grad=True)
     optimizer = torch.optim.SGD([param], lr=initial_lr)
     scheduler = noam_schedule(optimizer, d_model, warmup, factor)
@@ -35,7 +44,9 @@ def rates_used(initial_lr: float, d_model: int, warmup: int, factor: float, step
 
 
 @pytest.mark.parametrize(("d_model", "warmup", "factor"), [(512, 40, 1.0), (64, 25, 2.0)])
-def test_noam_schedule_rate_used_by_optimizer_steps(d_model: int, warmup: int, factor: float) -> None:
+def test_noam_schedule_rate_used_by_optimizer_steps(
+    d_model: int, warmup: int, factor: float
+) -> None:
     used = rates_used(0.123, d_model, warmup, factor, 10 * warmup)
     for step in (1, 2, warmup, warmup + 1, 10 * warmup):
         expected = paper_rate(step, d_model, warmup, factor)
@@ -47,7 +58,9 @@ def test_noam_schedule_rate_used_by_optimizer_steps(d_model: int, warmup: int, f
 
 
 def test_noam_schedule_ignores_initial_lr() -> None:
-    assert rates_used(1.0, 128, 10, 1.0, 30) == pytest.approx(rates_used(1e-5, 128, 10, 1.0, 30), rel=1e-9)
+    assert rates_used(1.0, 128, 10, 1.0, 30) == pytest.approx(
+        rates_used(1e-5, 128, 10, 1.0, 30), rel=1e-9
+    )
 
 
 def test_noam_schedule_with_adam_param_groups_lr() -> None:
@@ -55,7 +68,9 @@ def test_noam_schedule_with_adam_param_groups_lr() -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=5.0, betas=(0.9, 0.98), eps=1e-9)
     scheduler = noam_schedule(optimizer, 256, 4)
     for step in range(1, 9):
-        assert optimizer.param_groups[0]["lr"] == pytest.approx(paper_rate(step, 256, 4, 1.0), rel=1e-12)
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(
+            paper_rate(step, 256, 4, 1.0), rel=1e-12
+        )
         model(torch.randn(5, 3)).sum().backward()
         optimizer.step()
         optimizer.zero_grad()
@@ -65,11 +80,21 @@ def test_noam_schedule_with_adam_param_groups_lr() -> None:
 # ---------------------------------------------------------------------------------------------
 # checkpoints
 # ---------------------------------------------------------------------------------------------
-METADATA = {"epoch": 7, "bleu": 27.25, "tokenizer": {"type": "BPE", "vocab": {"<pad>": 0, "a": 1}}, "note": "ü"}
+METADATA = {
+    "epoch": 7,
+    "bleu": 27.25,
+    "tokenizer": {"type": "BPE", "vocab": {"<pad>": 0, "a": 1}},
+    "note": "ü",
+}
 
 
 @pytest.mark.parametrize(
-    "ties", [{"tie_embeddings": True}, {"tie_embeddings": False}, {"share_embeddings": True, "src_vocab_size": 13}]
+    "ties",
+    [
+        {"tie_embeddings": True},
+        {"tie_embeddings": False},
+        {"share_embeddings": True, "src_vocab_size": 13},
+    ],
 )
 def test_checkpoint_roundtrip(tiny_config, tmp_path, ties: dict) -> None:
     torch.manual_seed(0)
@@ -113,8 +138,10 @@ def test_loading_never_unpickles(tiny_model, tmp_path, monkeypatch) -> None:
     assert metadata == {"epoch": 1}
     data = path.read_bytes()
     header_len = int.from_bytes(data[:8], "little")
-    assert data[8:9] == b"{" and header_len < len(data)  # safetensors: a JSON header, then raw tensors
-    assert b"\x80\x04\x95" not in data and b"\x80\x02" not in data[: 8 + header_len]  # no pickle stream
+    # safetensors: a JSON header, then raw tensors
+    assert data[8:9] == b"{" and header_len < len(data)
+    # no pickle stream
+    assert b"\x80\x04\x95" not in data and b"\x80\x02" not in data[: 8 + header_len]
 
 
 def test_save_is_atomic(tiny_model, tmp_path, monkeypatch) -> None:

@@ -50,7 +50,11 @@ def length_without_docstring(function: Function) -> int:
     """Lines from the ``def`` line to the last line of the body, less the docstring's lines."""
     lines = function.end_lineno - function.lineno + 1
     first = function.body[0]
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
         lines -= first.end_lineno - first.lineno + 1
     return lines
 
@@ -63,15 +67,25 @@ def all_functions() -> Iterator[tuple[str, Function]]:
 
 
 def test_the_walk_sees_methods_and_nested_functions_and_skips_docstrings() -> None:
-    source = 'class A:\n    def f(self):\n        """Doc\n\n        string."""\n        def g():\n            pass\n'
+    source = (
+        'class A:\n    def f(self):\n        """Doc\n\n        string."""\n'
+        "        def g():\n            pass\n"
+    )
     tree = ast.parse(source)
     found = dict(functions(tree))
     assert set(found) == {"A.f", "A.f.g"}
-    assert length_without_docstring(found["A.f"]) == 6 - 3 and length_without_docstring(found["A.f.g"]) == 2
+    assert (
+        length_without_docstring(found["A.f"]) == 6 - 3
+        and length_without_docstring(found["A.f.g"]) == 2
+    )
 
 
 def test_no_function_is_over_50_lines() -> None:
-    long = [(name, n) for name, f in all_functions() if (n := length_without_docstring(f)) > MAX_FUNCTION_LINES]
+    long = [
+        (name, n)
+        for name, f in all_functions()
+        if (n := length_without_docstring(f)) > MAX_FUNCTION_LINES
+    ]
     assert not long, f"over {MAX_FUNCTION_LINES} lines (docstring not counted): " + "; ".join(
         f"{name} ({n})" for name, n in long
     )
@@ -82,11 +96,15 @@ def test_no_constructor_takes_more_than_8_parameters() -> None:
     for name, f in all_functions():
         if f.name == "__init__":
             a = f.args
-            count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) - 1 + (a.vararg is not None)
+            count = (
+                len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) - 1 + (a.vararg is not None)
+            )
             count += a.kwarg is not None
             if count > MAX_INIT_PARAMETERS:
                 big.append(f"{name} ({count})")
-    assert not big, f"constructors over {MAX_INIT_PARAMETERS} parameters (self not counted): " + "; ".join(big)
+    assert not big, (
+        f"constructors over {MAX_INIT_PARAMETERS} parameters (self not counted): " + "; ".join(big)
+    )
 
 
 def test_multi_head_attention_forward_is_at_most_30_lines() -> None:
@@ -103,7 +121,9 @@ def test_the_package_and_the_model_are_small() -> None:
     total = sum(counts.values())
     model = {name: n for name, n in counts.items() if name.startswith(MODEL_FILES)}
     model_total = sum(model.values())
-    biggest = ", ".join(f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1])[:8])
+    biggest = ", ".join(
+        f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1])[:8]
+    )
     report = (
         f"transformer_lib: {total} lines (at most {MAX_PACKAGE_LINES}; largest: {biggest}); "
         f"nn/ + config.py + model.py: {model_total} (at most {MAX_MODEL_LINES}: {model})"

@@ -1,4 +1,5 @@
-"""The Colab path: the chapters' install cell, run in a fresh environment that has only what Colab preinstalls.
+"""The Colab path: the chapters' install cell, run in a fresh environment that has only what Colab
+preinstalls.
 
 Google Colab comes with torch, matplotlib, ipywidgets, plotly and a Jupyter kernel, but not this
 book's package or its other dependencies. This test builds such an environment (a new virtual
@@ -52,7 +53,9 @@ def _install_cell() -> str:
 
 def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(command, capture_output=True, text=True, **kwargs)
-    assert done.returncode == 0, f"{command[:4]} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{command[:4]} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    )
     return done
 
 
@@ -71,13 +74,20 @@ def colab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     cell = _install_cell()
     assert URL_LINE.search(cell), "the install cell must name the repository and branch on one line"
     cell = URL_LINE.sub(f'url, branch = "file://{ROOT}", "{commit}"', cell)
-    fake_colab = "import sys, types; sys.modules['google.colab'] = types.ModuleType('google.colab')\n"
+    fake_colab = (
+        "import sys, types; sys.modules['google.colab'] = types.ModuleType('google.colab')\n"
+    )
     _run([str(python), "-c", fake_colab + cell], cwd=root, timeout=900)
 
     kernels = root / "jupyter" / "kernels" / "colab"
     kernels.mkdir(parents=True)
-    spec = {"argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"], "language": "python"}
-    (kernels / "kernel.json").write_text(json.dumps({**spec, "display_name": "emulated Colab"}), encoding="utf-8")
+    spec = {
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "language": "python",
+    }
+    (kernels / "kernel.json").write_text(
+        json.dumps({**spec, "display_name": "emulated Colab"}), encoding="utf-8"
+    )
     empty = root / "content"
     empty.mkdir()
     return {"python": python, "jupyter_path": root / "jupyter", "workdir": empty}
@@ -85,17 +95,25 @@ def colab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def test_the_install_cell_installs_the_package_and_its_book_extra(colab: dict[str, Path]) -> None:
     # The wheel ships both packages: the library and the book's harness that the chapters import.
-    probe = "import transformer_lib, transformer_book; print(transformer_lib.__file__, transformer_book.__file__)"
+    probe = (
+        "import transformer_lib, transformer_book; "
+        "print(transformer_lib.__file__, transformer_book.__file__)"
+    )
     where = _run([str(colab["python"]), "-c", probe], cwd=colab["workdir"]).stdout.split()
     assert len(where) == 2
     for package in where:
-        assert Path(package).is_relative_to(colab["python"].parents[1]), f"{package} must come from the install"
-    for name in ("tokenizers", "sacrebleu", "safetensors", "tqdm"):  # its own dependencies, which Colab lacks
+        assert Path(package).is_relative_to(colab["python"].parents[1]), (
+            f"{package} must come from the install"
+        )
+    # its own dependencies, which Colab lacks
+    for name in ("tokenizers", "sacrebleu", "safetensors", "tqdm"):
         _run([str(colab["python"]), "-c", f"import {name}"])
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_a_chapter_runs_on_the_emulated_colab(colab: dict[str, Path], chapter: str, monkeypatch) -> None:
+def test_a_chapter_runs_on_the_emulated_colab(
+    colab: dict[str, Path], chapter: str, monkeypatch
+) -> None:
     monkeypatch.setenv("JUPYTER_PATH", str(colab["jupyter_path"]))
     monkeypatch.setenv("TRANSFORMER_PROFILE", "smoke")
     monkeypatch.setenv("TQDM_DISABLE", "1")
@@ -108,7 +126,10 @@ def test_a_chapter_runs_on_the_emulated_colab(colab: dict[str, Path], chapter: s
     )
     nb.cells.append(nbformat.v4.new_code_cell(probe))
     client = NotebookClient(
-        nb, kernel_name="colab", timeout=600, resources={"metadata": {"path": str(colab["workdir"])}}
+        nb,
+        kernel_name="colab",
+        timeout=600,
+        resources={"metadata": {"path": str(colab["workdir"])}},
     )
     client.execute()  # raises CellExecutionError, with the failing cell, on any error
     executable, *packages = nb.cells[-1].outputs[0]["text"].split()

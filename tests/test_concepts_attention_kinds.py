@@ -38,7 +38,11 @@ def test_the_masks_are_the_librarys_for_the_running_example() -> None:
 def test_the_figure_draws_each_mask_cell_by_cell_with_its_words_and_shapes() -> None:
     fig = attention_kinds_figure()
     ax = fig.axes[0]
-    cells = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_edgecolor()[:3] == (1.0, 1.0, 1.0)]
+    cells = [
+        p
+        for p in ax.patches
+        if isinstance(p, Rectangle) and p.get_edgecolor()[:3] == (1.0, 1.0, 1.0)
+    ]
     masks = attention_kinds_masks()
     assert len(cells) == sum(m.numel() for m, _, _ in masks.values())  # 64 + 49 + 56
     grey = sum(to_hex(p.get_facecolor()) == COLOURS["mask"] for p in cells)
@@ -47,7 +51,8 @@ def test_the_figure_draws_each_mask_cell_by_cell_with_its_words_and_shapes() -> 
     for kind in masks:
         assert kind in texts
     assert {"S × S = 8 × 8", "T × T = 7 × 7", "T × S = 7 × 8"} <= set(texts)
-    assert "Q: English;  K, V: German" in texts and texts.count("<pad>") == 2 * 2 + 2  # rows + columns
+    # rows + columns
+    assert "Q: English;  K, V: German" in texts and texts.count("<pad>") == 2 * 2 + 2
     assert fig.get_size_inches()[0] <= MAX_WIDTH
     assert min(t.get_fontsize() for t in ax.texts) >= SMALL
     assert all_figures()["attention_kinds.svg"] is attention_kinds_figure

@@ -1,4 +1,5 @@
-"""Chapter 10's opening picture shows the rows that copy_batch builds for the first held-out sequence."""
+"""Chapter 10's opening picture shows the rows that copy_batch builds for the first held-out
+sequence."""
 
 from __future__ import annotations
 
@@ -26,22 +27,27 @@ def _rows(fig) -> dict[float, list[str]]:
 
 def test_the_rows_are_the_source_the_shifted_target_and_the_target() -> None:
     example = copy_batch(held_out_sequences(1))
-    src, tgt_in, tgt_out = ([token_label(t) for t in rows[0].tolist()] for rows in (example.src, example.tgt_in,
-                                                                                  example.tgt_out))  # fmt: skip
+    src, tgt_in, tgt_out = (
+        [token_label(t) for t in rows[0].tolist()]
+        for rows in (example.src, example.tgt_in, example.tgt_out)
+    )
     fig = copy_task_figure()
     rows = sorted(_rows(fig).items(), reverse=True)  # top to bottom
     shown = [labels for _, labels in rows]
     # training: source, reads, predicts; test: reads, predicts
     assert shown == [src, tgt_in, tgt_out, tgt_in, tgt_out]
     assert tgt_in[0] == "<bos>" and tgt_out[-1] == "<eos>" and tgt_in[1:] == tgt_out[:-1] == src
-    assert token_label(BOS_ID) == "<bos>" and token_label(EOS_ID) == "<eos>" and token_label(7) == "7"
+    assert (
+        token_label(BOS_ID) == "<bos>" and token_label(EOS_ID) == "<eos>" and token_label(7) == "7"
+    )
     plt.close(fig)
 
 
 def test_the_figure_fits_the_page_and_is_registered() -> None:
     fig = copy_task_figure()
     assert fig.get_size_inches()[0] <= 8.0
-    sizes = [t.get_fontsize() for t in fig.axes[0].texts if t.get_text()]  # arrows are empty annotations
+    # arrows are empty annotations
+    sizes = [t.get_fontsize() for t in fig.axes[0].texts if t.get_text()]
     assert min(sizes) >= 10.5
     fig.canvas.draw()  # every label lies inside the figure: the saved SVG cuts off what does not
     renderer = fig.canvas.get_renderer()

@@ -1,4 +1,5 @@
-"""Chapter 13's opening picture shows shard_batches' split of an epoch and one step of two replicas."""
+"""Chapter 13's opening picture shows shard_batches' split of an epoch and one step of two
+replicas."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def test_the_figure_labels_each_batch_with_the_step_that_uses_it() -> None:
     steps = [t for t in texts if t.startswith("step ")]
     assert batches == [f"b{i}" for i in range(6)]
     assert steps == [f"step {owner[1]}" for owner in batch_owners(6, 2)]  # type: ignore[index]
-    assert any("on b0" in t for t in texts) and any("on b1" in t for t in texts)  # step 1: b0 on rank 0, b1 on rank 1
+    # step 1: b0 on rank 0, b1 on rank 1
+    assert any("on b0" in t for t in texts) and any("on b1" in t for t in texts)
     assert any("all-reduce" in t and "/ 2" in t for t in texts)
     plt.close(fig)
 

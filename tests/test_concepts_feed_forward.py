@@ -1,4 +1,5 @@
-"""Chapter 7's opening picture: the running example through one FFN, drawn from the computed numbers."""
+"""Chapter 7's opening picture: the running example through one FFN, drawn from the computed
+numbers."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def test_one_column_per_word_and_white_cells_where_the_relu_gives_zero() -> None
     white = sum(p.get_facecolor()[:3] == (1.0, 1.0, 1.0) for p in cells)
     w1, b1, _, _ = example_weights()
     zeros = int((torch.relu(embed(ENGLISH) @ w1 + b1) == 0).sum())
-    assert zeros > 0 and white == zeros  # only the ReLU's zeros are white (no input or output is exactly 0)
+    # only the ReLU's zeros are white (no input or output is exactly 0)
+    assert zeros > 0 and white == zeros
     assert fig.get_size_inches()[0] <= 8.0
     plt.close(fig)
 

@@ -1,4 +1,5 @@
-"""Chapter 5's concept picture: the running example split across two heads shows the weights it computes."""
+"""Chapter 5's concept picture: the running example split across two heads shows the weights it
+computes."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ def test_the_head_weights_are_the_library_modules_weights_with_the_same_matrices
     assert shown.shape == (2, 7, 7)
     torch.testing.assert_close(shown, weights[0])
     torch.testing.assert_close(shown.sum(-1), torch.ones(2, 7))
-    assert not torch.allclose(shown[0], shown[1], atol=0.05), "the two heads should weigh the sentence differently"
+    assert not torch.allclose(shown[0], shown[1], atol=0.05), (
+        "the two heads should weigh the sentence differently"
+    )
     with pytest.raises(ValueError, match="divisible"):
         concept.example_head_weights(num_heads=3)
 
@@ -45,7 +48,8 @@ def test_the_figure_prints_each_words_largest_weight_and_labels_the_words():
         best = weights[head].max(dim=-1).values
         assert printed == sorted(f"{v:.2f}".removeprefix("0") for v in best.tolist())
         assert [t.get_text() for t in ax.get_xticklabels()] == words(ENGLISH)
-    assert ".64" in [t.get_text() for t in maps[0].texts]  # "." reads "dogs" with 0.641 in the first head
+    # "." reads "dogs" with 0.641 in the first head
+    assert ".64" in [t.get_text() for t in maps[0].texts]
     ticks = [t for ax in maps for t in ax.get_xticklabels() + ax.get_yticklabels()]
     texts = [t for t in [t for ax in fig.axes for t in ax.texts] + ticks if t.get_text()]
     assert min(t.get_fontsize() for t in texts) >= SMALL

@@ -1,4 +1,5 @@
-"""Chapter 2's concept picture shows the library's own table: its waves, its wavelengths and its values."""
+"""Chapter 2's concept picture shows the library's own table: its waves, its wavelengths and its
+values."""
 
 from __future__ import annotations
 
@@ -28,10 +29,16 @@ def test_the_dots_are_the_table_and_the_legend_gives_each_wavelength():
     dots = [line for line in waves.get_lines() if line.get_marker() == "o"]
     assert len(dots) == 4  # one per sine column: 0, 2, 4, 6
     for i, line in enumerate(dots):
-        torch.testing.assert_close(torch.tensor(line.get_ydata(), dtype=torch.float32), table[:, 2 * i])
+        torch.testing.assert_close(
+            torch.tensor(line.get_ydata(), dtype=torch.float32), table[:, 2 * i]
+        )
     legend = [t.get_text() for t in waves.get_legend().get_texts()]
-    assert legend == ["column 0: wavelength 6.3", "column 2: wavelength 62.8", "column 4: wavelength 628.3",
-                      "column 6: wavelength 6,283.2"]  # fmt: skip
+    assert legend == [
+        "column 0: wavelength 6.3",
+        "column 2: wavelength 62.8",
+        "column 4: wavelength 628.3",
+        "column 6: wavelength 6,283.2",
+    ]
     plt.close(fig)
 
 
@@ -42,9 +49,15 @@ def test_the_table_shows_every_value_of_the_running_examples_positions():
     values = [t.get_text() for t in heat.texts]
     expected = [f"{v:.2f}" for v in sinusoidal_table(len(sentence), 8).flatten().tolist()]
     assert values == expected
-    assert [t.get_text() for t in heat.get_yticklabels()] == [f"{p}  {w}" for p, w in enumerate(sentence)]
+    assert [t.get_text() for t in heat.get_yticklabels()] == [
+        f"{p}  {w}" for p, w in enumerate(sentence)
+    ]
     assert fig.get_size_inches()[0] <= 8.0
-    sizes = [t.get_fontsize() for ax in fig.axes for t in ax.texts + ax.get_xticklabels() + ax.get_yticklabels()]
+    sizes = [
+        t.get_fontsize()
+        for ax in fig.axes
+        for t in ax.texts + ax.get_xticklabels() + ax.get_yticklabels()
+    ]
     assert min(sizes) >= 10.5
     plt.close(fig)
 
@@ -52,5 +65,7 @@ def test_the_table_shows_every_value_of_the_running_examples_positions():
 def test_the_figure_refuses_what_it_cannot_draw():
     with pytest.raises(ValueError, match="d_model must be an even int from 2 to 12"):
         positional_encoding_figure(d_model=7)
-    with pytest.raises(ValueError, match="span must be an int of at least the sentence's 7 positions"):
+    with pytest.raises(
+        ValueError, match="span must be an int of at least the sentence's 7 positions"
+    ):
         positional_encoding_figure(span=3)

@@ -1,4 +1,5 @@
-"""Chapter 3's opening picture shows the running example's own scores, weights and new vector for one word."""
+"""Chapter 3's opening picture shows the running example's own scores, weights and new vector for
+one word."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ def test_the_figure_labels_every_word_with_its_score_and_weight() -> None:
     step = one_query("play")
     fig = attention_steps_figure("play")
     shown = [t.get_text() for t in fig.axes[0].texts]
-    for word, score, weight in zip(step["words"], step["scores"].tolist(), step["weights"].tolist(), strict=True):
+    for word, score, weight in zip(
+        step["words"], step["scores"].tolist(), step["weights"].tolist(), strict=True
+    ):
         assert word in shown
         assert f"{score:.2f}" in shown and f"{weight:.3f}" in shown
     assert "0.911" in shown  # play on itself: the number chapter 3's text quotes

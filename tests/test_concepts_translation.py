@@ -1,4 +1,5 @@
-"""Chapter 11's opening picture shows the running example and the sizes of the profile the chapter trains."""
+"""Chapter 11's opening picture shows the running example and the sizes of the profile the chapter
+trains."""
 
 from __future__ import annotations
 
@@ -35,7 +36,10 @@ def test_the_sizes_it_prints_are_the_cpu_profiles():
     fig = pipeline_figure()
     text = "\n".join(t.get_text() for t in fig.axes[0].texts)
     assert f"of {profile.data.vocab_size:,} tokens" in text
-    assert f"{profile.model.num_encoder_layers} layers" in text and f"(1, S, {profile.model.d_model})" in text
+    assert (
+        f"{profile.model.num_encoder_layers} layers" in text
+        and f"(1, S, {profile.model.d_model})" in text
+    )
     assert f"beam width {profile.decode.beam_size}" in text
     plt.close(fig)
 
@@ -43,7 +47,8 @@ def test_the_sizes_it_prints_are_the_cpu_profiles():
 def test_it_is_readable_on_the_page_and_registered_and_stored():
     fig = pipeline_figure()
     assert fig.get_figwidth() <= MAX_WIDTH
-    labels = [t for t in fig.axes[0].texts if t.get_text()]  # the arrows are annotations without text
+    # the arrows are annotations without text
+    labels = [t for t in fig.axes[0].texts if t.get_text()]
     assert min(t.get_fontsize() for t in labels) >= SMALL
     plt.close(fig)
     assert all_figures()["translation_pipeline.svg"] is FIGURES["translation_pipeline.svg"]

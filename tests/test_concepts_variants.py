@@ -1,4 +1,5 @@
-"""Chapter 15's opening picture labels every variant switch of the config, with the values the library accepts."""
+"""Chapter 15's opening picture labels every variant switch of the config, with the values the
+library accepts."""
 
 from __future__ import annotations
 

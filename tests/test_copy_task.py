@@ -40,7 +40,8 @@ def test_training_copies_every_held_out_sequence_exactly(trained):
     result, _ = trained
     assert result["exact_match"] == 1.0 and result["reached"]
     assert result["steps"] < 1500 and result["steps"] % 50 == 0
-    assert 0 < result["train_seconds"] < result["wall_seconds"]  # evaluation is excluded from train_seconds
+    # evaluation is excluded from train_seconds
+    assert 0 < result["train_seconds"] < result["wall_seconds"]
     assert result["device"] == "cpu" and result["params"] > 10_000
     history = result["eval_history"]
     assert history[-1]["exact_match"] == 1.0 and all(e["exact_match"] < 1.0 for e in history[:-1])
@@ -54,7 +55,9 @@ def test_saved_model_copies_with_greedy_and_beam_search(trained):
     held = held_out_sequences(1000)
     assert copy_exact_match(model, held) == 1.0
     assert copy_exact_match(model, held[:200], use_cache=False) == 1.0
-    fresh = torch.randint(FIRST_SYMBOL, VOCAB_SIZE, (50, SEQ_LEN), generator=torch.Generator().manual_seed(7))
+    fresh = torch.randint(
+        FIRST_SYMBOL, VOCAB_SIZE, (50, SEQ_LEN), generator=torch.Generator().manual_seed(7)
+    )
     beams = beam_search(model, fresh, 3, SEQ_LEN + 2, BOS_ID, EOS_ID)
     greedy = greedy_decode(model, fresh, SEQ_LEN + 2, BOS_ID, EOS_ID)
     # Training stops once all 1,000 held-out sequences are right; a fresh sequence can still be
@@ -73,17 +76,22 @@ def test_trained_cross_attention_aligns_each_output_with_its_source_position(tra
     batch = copy_batch(held_out_sequences(1000))
     with torch.no_grad(), record_attention(model) as maps:
         model(batch.src, batch.tgt_in)
-    cross = maps["decoder.layers.0.cross_attn"][:, :, :SEQ_LEN, :]  # (1000, H, SEQ_LEN queries, SEQ_LEN keys)
+    # (1000, H, SEQ_LEN queries, SEQ_LEN keys)
+    cross = maps["decoder.layers.0.cross_attn"][:, :, :SEQ_LEN, :]
     mean_map = cross.mean(dim=1)  # (1000, SEQ_LEN, SEQ_LEN): the heads' average
     t = torch.arange(SEQ_LEN)
     assert (mean_map.argmax(dim=-1) == t).float().mean() > 0.9
     assert mean_map[:, t, t].mean() > 5 / SEQ_LEN  # five times the mass of uniform attention
     torch.manual_seed(0)
-    untrained = type(model)(model.config).eval()  # the control: the same model before training has no diagonal
+    # the control: the same model before training has no diagonal
+    untrained = type(model)(model.config).eval()
     with torch.no_grad(), record_attention(untrained) as maps:
         untrained(batch.src, batch.tgt_in)
-    before = maps["decoder.layers.0.cross_attn"][:, :, :SEQ_LEN, :].mean(dim=1)  # (1000, SEQ_LEN, SEQ_LEN)
-    assert (before.argmax(dim=-1) == t).float().mean() < 0.5 and before[:, t, t].mean() < 2 / SEQ_LEN
+    # (1000, SEQ_LEN, SEQ_LEN)
+    before = maps["decoder.layers.0.cross_attn"][:, :, :SEQ_LEN, :].mean(dim=1)
+    assert (before.argmax(dim=-1) == t).float().mean() < 0.5 and before[
+        :, t, t
+    ].mean() < 2 / SEQ_LEN
 
 
 def test_untrained_model_does_not_copy():
@@ -101,8 +109,12 @@ def test_data_layout_and_determinism():
     assert len(set(map(tuple, seqs.tolist()))) > 990
     batch = copy_batch(seqs[:2])
     assert torch.equal(batch.src, seqs[:2])
-    assert batch.tgt_in[:, 0].tolist() == [BOS_ID, BOS_ID] and torch.equal(batch.tgt_in[:, 1:], seqs[:2])
-    assert batch.tgt_out[:, -1].tolist() == [EOS_ID, EOS_ID] and torch.equal(batch.tgt_out[:, :-1], seqs[:2])
+    assert batch.tgt_in[:, 0].tolist() == [BOS_ID, BOS_ID] and torch.equal(
+        batch.tgt_in[:, 1:], seqs[:2]
+    )
+    assert batch.tgt_out[:, -1].tolist() == [EOS_ID, EOS_ID] and torch.equal(
+        batch.tgt_out[:, :-1], seqs[:2]
+    )
     assert batch.pad_id == PAD_ID and batch.num_tokens == 2 * (SEQ_LEN + 1)
     a = [b.src for b in copy_batches(4, seed=3, num_batches=2)]
     b = [b.src for b in copy_batches(4, seed=3, num_batches=2)]

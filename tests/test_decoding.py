@@ -11,7 +11,12 @@ import torch
 from torch import Tensor, nn
 
 from transformer_lib import Transformer, TransformerConfig
-from transformer_lib.decoding import beam_search, greedy_decode, length_penalty_factor, sequence_log_prob
+from transformer_lib.decoding import (
+    beam_search,
+    greedy_decode,
+    length_penalty_factor,
+    sequence_log_prob,
+)
 
 PAD, BOS, EOS = 0, 1, 2
 VOCAB = 20
@@ -22,11 +27,14 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture
 def random_model(tiny_config: Callable[..., TransformerConfig]) -> Callable[..., Transformer]:
-    """Factory: the tiny model with a vocabulary of 20, seeded, its dropout on (decoding must turn it off)."""
+    """Factory: the tiny model with a vocabulary of 20, seeded, its dropout on (decoding must turn
+    it off)."""
 
     def make(seed: int, norm_first: bool = False) -> Transformer:
         torch.manual_seed(seed)
-        config = tiny_config(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, dropout=0.1, norm_first=norm_first)
+        config = tiny_config(
+            src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, dropout=0.1, norm_first=norm_first
+        )
         model = Transformer(config)
         with torch.no_grad():  # sharper output distributions: fewer near-ties, more early eos
             model.generator.weight.mul_(4.0)
@@ -108,7 +116,9 @@ def test_cached_and_uncached_decoding_give_identical_tokens(norm_first, seed, ra
     uncached = greedy_decode(model, src, 20, BOS, EOS, use_cache=False)
     assert torch.equal(cached, uncached)
     beam_cached, s1 = beam_search(model, src, 3, 20, BOS, EOS, use_cache=True, return_scores=True)
-    beam_uncached, s2 = beam_search(model, src, 3, 20, BOS, EOS, use_cache=False, return_scores=True)
+    beam_uncached, s2 = beam_search(
+        model, src, 3, 20, BOS, EOS, use_cache=False, return_scores=True
+    )
     assert torch.equal(beam_cached, beam_uncached)
     torch.testing.assert_close(s1, s2, rtol=1e-4, atol=1e-4)
     check_format(beam_cached, 20)
@@ -119,7 +129,9 @@ def test_beam_size_one_equals_greedy(seed, random_model):
     model = random_model(seed)
     src = padded_sources(seed, batch=8)
     greedy, greedy_scores = greedy_decode(model, src, 16, BOS, EOS, return_scores=True)
-    beam, beam_scores = beam_search(model, src, 1, 16, BOS, EOS, length_penalty=0.0, return_scores=True)
+    beam, beam_scores = beam_search(
+        model, src, 1, 16, BOS, EOS, length_penalty=0.0, return_scores=True
+    )
     assert torch.equal(beam, greedy)
     torch.testing.assert_close(beam_scores, greedy_scores, rtol=1e-5, atol=1e-5)
     # with a length penalty the chosen tokens do not change either (one hypothesis per row)
@@ -140,7 +152,9 @@ def test_beam_search_finds_a_more_probable_sequence_than_greedy(length_penalty):
     model = BigramModel()
     src = torch.ones(1, 4, dtype=torch.long)
     greedy = greedy_decode(model, src, 8, BOS, EOS)
-    beam, score = beam_search(model, src, 2, 8, BOS, EOS, length_penalty=length_penalty, return_scores=True)
+    beam, score = beam_search(
+        model, src, 2, 8, BOS, EOS, length_penalty=length_penalty, return_scores=True
+    )
     assert greedy.tolist() == [[BOS, 3, 3, 3, 3, 3, 3, 3]]
     assert beam.tolist() == [[BOS, 4, EOS]]
     lp_greedy = sequence_log_prob(model, src, greedy, EOS)
@@ -155,8 +169,12 @@ def test_beam_scores_are_length_normalised_sequence_log_probs(random_model):
     src = padded_sources(5)
     out, scores = beam_search(model, src, 4, 12, BOS, EOS, length_penalty=0.6, return_scores=True)
     log_probs = sequence_log_prob(model, src, out, EOS)
-    lengths = torch.tensor([(row[1:].tolist() + [PAD]).index(PAD) for row in out], dtype=torch.float32)
-    torch.testing.assert_close(scores, log_probs / length_penalty_factor(lengths, 0.6), rtol=1e-4, atol=1e-4)
+    lengths = torch.tensor(
+        [(row[1:].tolist() + [PAD]).index(PAD) for row in out], dtype=torch.float32
+    )
+    torch.testing.assert_close(
+        scores, log_probs / length_penalty_factor(lengths, 0.6), rtol=1e-4, atol=1e-4
+    )
 
 
 def test_wider_beam_never_scores_below_greedy_on_average(random_model):
@@ -165,7 +183,10 @@ def test_wider_beam_never_scores_below_greedy_on_average(random_model):
     src = padded_sources(6, batch=16)
     greedy = greedy_decode(model, src, 12, BOS, EOS)
     beam = beam_search(model, src, 4, 12, BOS, EOS, length_penalty=0.0)
-    assert sequence_log_prob(model, src, beam, EOS).mean() >= sequence_log_prob(model, src, greedy, EOS).mean()
+    assert (
+        sequence_log_prob(model, src, beam, EOS).mean()
+        >= sequence_log_prob(model, src, greedy, EOS).mean()
+    )
 
 
 def test_decoding_restores_training_mode_and_needs_no_grad(random_model):

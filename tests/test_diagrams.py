@@ -1,4 +1,5 @@
-"""The figures drawn from the code: they show what the config builds, and the stored one is current."""
+"""The figures drawn from the code: they show what the config builds, and the stored one is
+current."""
 
 from __future__ import annotations
 
@@ -36,7 +37,12 @@ def test_post_ln_draws_add_and_norm_after_each_sublayer_and_no_final_norm(tiny_c
 
 def test_pre_ln_draws_the_norm_first_and_a_final_norm_per_stack_and_the_variants(tiny_config):
     variant = tiny_config(
-        norm_first=True, norm="rmsnorm", positional="rope", activation="swiglu", num_heads=4, num_kv_heads=2
+        norm_first=True,
+        norm="rmsnorm",
+        positional="rope",
+        activation="swiglu",
+        num_heads=4,
+        num_kv_heads=2,
     )
     shown = texts(architecture_figure(variant))
     assert shown.count("RMSNorm") == 2 + 3 and shown.count("final RMSNorm") == 2
@@ -64,18 +70,23 @@ def test_multi_head_figure_gives_each_head_its_own_block_of_consecutive_features
 
 
 def test_the_landing_page_figure_is_what_the_code_draws(tmp_path):
-    spec = importlib.util.spec_from_file_location("draw_figures", ROOT / "scripts" / "draw_figures.py")
+    spec = importlib.util.spec_from_file_location(
+        "draw_figures", ROOT / "scripts" / "draw_figures.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.main(tmp_path)
     for name in module.FIGURES:
         stored = ROOT / "figures" / name
-        assert stored.read_bytes() == (tmp_path / name).read_bytes(), f"{stored} is stale: run `make figures`"
+        assert stored.read_bytes() == (tmp_path / name).read_bytes(), (
+            f"{stored} is stale: run `make figures`"
+        )
     assert "figures/architecture.svg" in (ROOT / "intro.md").read_text(encoding="utf-8")
     plt.close("all")
 
 
-# The book's column is about 730 px wide at a 1280 px window (both sidebars shown); a figure wider than
+# The book's column is about 730 px wide at a 1280 px window (both sidebars shown); a figure wider
+# than
 # that is scaled down to it, a narrower one is shown at its own size (1 pt = 4/3 px).
 COLUMN_PX = 730
 SMALLEST_LABEL_PX = 12.5  # the body text is 16 px; labels should read at about that size
@@ -88,18 +99,27 @@ def smallest_label_px(fig, svg: Path) -> float:
     from matplotlib.text import Text
 
     sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_text().strip()]
-    width_pt = float(re.search(r'width="([\d.]+)pt"', svg.read_text(encoding="utf-8")[:2000]).group(1))
+    width_pt = float(
+        re.search(r'width="([\d.]+)pt"', svg.read_text(encoding="utf-8")[:2000]).group(1)
+    )
     return min(sizes) * min(4 / 3, COLUMN_PX / width_pt)
 
 
 def test_every_figure_reads_at_about_the_size_of_the_body_text(tmp_path):
-    spec = importlib.util.spec_from_file_location("draw_figures", ROOT / "scripts" / "draw_figures.py")
+    spec = importlib.util.spec_from_file_location(
+        "draw_figures", ROOT / "scripts" / "draw_figures.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    drawn = {**module.FIGURES, "multi_head.svg": lambda: multi_head_figure(seq_len=7, d_model=8, num_heads=2)}
+    drawn = {
+        **module.FIGURES,
+        "multi_head.svg": lambda: multi_head_figure(seq_len=7, d_model=8, num_heads=2),
+    }
     for name, draw in drawn.items():
         fig = draw()
         svg = save_svg(fig, tmp_path / name)
         px = smallest_label_px(fig, svg)
-        assert px >= SMALLEST_LABEL_PX, f"{name}: its smallest label shows at {px:.1f} px on the page"
+        assert px >= SMALLEST_LABEL_PX, (
+            f"{name}: its smallest label shows at {px:.1f} px on the page"
+        )
         plt.close(fig)

@@ -23,7 +23,13 @@ from safetensors.torch import load_file
 from torch.nn.parallel import DistributedDataParallel
 
 from transformer_lib import load_checkpoint, read_checkpoint_header
-from transformer_lib.training import TrainConfig, evaluate_loss, sequence_loss, train, train_state_path
+from transformer_lib.training import (
+    TrainConfig,
+    evaluate_loss,
+    sequence_loss,
+    train,
+    train_state_path,
+)
 from transformer_lib.training.distributed import (
     all_gather_object,
     barrier,
@@ -49,7 +55,14 @@ assert _spec is not None and _spec.loader is not None
 worker = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(worker)
 
-TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+TORCHRUN_ENV = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -63,24 +76,39 @@ def _no_torchrun_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def torchrun(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m torch.distributed.run --standalone --nproc_per_node 2 ARGS`` (a free port, one thread each)."""
+    """Run ``python -m torch.distributed.run --standalone --nproc_per_node 2 ARGS`` (a free port,
+    one thread each)."""
     env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV and k != "TQDM_DISABLE"}
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        *args,
+    ]
+    return subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def worker_results(out: Path, mode: str) -> list[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
     """What each rank of a worker run saved: (tensors, report), in rank order."""
     return [
-        (load_file(str(out / f"{mode}.rank{r}.safetensors")), json.loads((out / f"{mode}.rank{r}.json").read_text()))
+        (
+            load_file(str(out / f"{mode}.rank{r}.safetensors")),
+            json.loads((out / f"{mode}.rank{r}.json").read_text()),
+        )
         for r in range(2)
     ]
 
 
 def one_process(spec, grad_accum: int, **extra: Any):
-    """The one-process reference of a worker run: the same model and batches, ``grad_accum`` batches per step."""
+    """The one-process reference of a worker run: the same model and batches, ``grad_accum`` batches
+    per step."""
     _, dropout, per_epoch, fields = spec
     config = TrainConfig(**{**worker.BASE, **fields, "grad_accum": grad_accum})
     model = worker.small_model(dropout)
@@ -97,31 +125,42 @@ def equal_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"out": out, "ckpt": ckpt, "ranks": worker_results(out, "equal")}
 
 
-def assert_same_tensors(ranks, prefix: str, reference: torch.nn.Module, kind: str, **tolerance: float) -> None:
+def assert_same_tensors(
+    ranks, prefix: str, reference: torch.nn.Module, kind: str, **tolerance: float
+) -> None:
     for tensors, _ in ranks:
         for name, p in reference.named_parameters():
             expected = p.detach() if kind == "param" else p.grad
             torch.testing.assert_close(
-                tensors[f"{prefix}/{kind}/{name}"], expected, msg=f"{prefix} {kind} {name}", **tolerance
+                tensors[f"{prefix}/{kind}/{name}"],
+                expected,
+                msg=f"{prefix} {kind} {name}",
+                **tolerance,
             )
 
 
-# ---------------------------------------------------------------------------------------------- equal to one process
+# ----------------------------------------------------------------------------------------------
+# equal to one process
 
 
 def test_two_processes_train_exactly_like_one_process_with_gradient_accumulation(equal_run):
-    """Run A: 2 ranks x 1 batch per step == 1 process x 2 batches per step (grad_accum=2), 5 steps."""
+    """Run A: 2 ranks x 1 batch per step == 1 process x 2 batches per step (grad_accum=2), 5
+    steps."""
     evaluate = lambda m: {"val_loss": evaluate_loss(m, worker.VALIDATION)["loss"]}  # noqa: E731
     reference, expected = one_process(worker.RUN_A, grad_accum=2, evaluate=evaluate)
     ranks = equal_run["ranks"]
-    # The two replicas end identical, equal to the one-process weights, and so are the last step's gradients.
+    # The two replicas end identical, equal to the one-process weights, and so are the last step's
+    # gradients.
     assert_same_tensors(ranks, "a", reference, "param", rtol=0, atol=1e-6)
     assert_same_tensors(ranks, "a", reference, "grad", rtol=0, atol=1e-7)
     for _, report in ranks:
         run = report["a"]
         assert run["steps"] == 5 and run["world_size"] == 2
-        # The reported loss is the mean over both ranks' tokens: the one-process loss of the same 2 batches.
-        assert [h["loss"] for h in run["history"]] == pytest.approx([h["loss"] for h in expected.history], rel=1e-6)
+        # The reported loss is the mean over both ranks' tokens: the one-process loss of the same 2
+        # batches.
+        assert [h["loss"] for h in run["history"]] == pytest.approx(
+            [h["loss"] for h in expected.history], rel=1e-6
+        )
         assert [h["lr"] for h in run["history"]] == [h["lr"] for h in expected.history]
         assert [e["val_loss"] for e in run["eval_history"]] == pytest.approx(
             [e["val_loss"] for e in expected.eval_history], rel=1e-6
@@ -141,40 +180,53 @@ def test_the_comparison_would_catch_a_wrong_loss_normalization():
 
     def gradient(weights: tuple[float, float]) -> torch.Tensor:
         model = worker.small_model()
-        losses = [sequence_loss(model(b.src, b.tgt_in), b.tgt_out, b.pad_id, 0.1, "sum") for b in (b0, b1)]
+        losses = [
+            sequence_loss(model(b.src, b.tgt_in), b.tgt_out, b.pad_id, 0.1, "sum") for b in (b0, b1)
+        ]
         (weights[0] * losses[0] + weights[1] * losses[1]).backward()
         return torch.cat([p.grad.flatten() for p in model.parameters()])
 
-    right = gradient((1 / (n0 + n1), 1 / (n0 + n1)))  # the gradient of the mean over both ranks' tokens
+    # the gradient of the mean over both ranks' tokens
+    right = gradient((1 / (n0 + n1), 1 / (n0 + n1)))
     wrong = gradient((0.5 / n0, 0.5 / n1))  # the mean of each rank's mean
     assert (right - wrong).abs().max() > 1000 * 1e-7
-    forgot_world_size = right / 2  # dividing by the global count without multiplying by W (DDP averages)
+    # dividing by the global count without multiplying by W (DDP averages)
+    forgot_world_size = right / 2
     assert (right - forgot_world_size).abs().max() > 1000 * 1e-7
 
 
 def test_gradient_accumulation_under_ddp_equals_one_process_with_twice_the_accumulation(equal_run):
-    """Run B: 2 ranks x grad_accum=2 (no_sync for the first batch) == 1 process x grad_accum=4, 3 steps."""
+    """Run B: 2 ranks x grad_accum=2 (no_sync for the first batch) == 1 process x grad_accum=4, 3
+    steps."""
     reference, expected = one_process(worker.RUN_B, grad_accum=4)
     for tensors, report in equal_run["ranks"]:
         assert [h["loss"] for h in report["b"]["history"]] == pytest.approx(
             [h["loss"] for h in expected.history], rel=1e-6
         )
         for name, p in reference.named_parameters():
-            torch.testing.assert_close(tensors[f"b/grad/{name}"], p.grad, rtol=1e-4, atol=1e-7, msg=name)
+            torch.testing.assert_close(
+                tensors[f"b/grad/{name}"], p.grad, rtol=1e-4, atol=1e-7, msg=name
+            )
             if name.endswith("k_proj.bias"):
-                # A key bias shifts every score of a query alike, which softmax ignores: its gradient is
-                # rounding noise, summed in another order here, and Adam turns noise into full-size steps.
+                # A key bias shifts every score of a query alike, which softmax ignores: its
+                # gradient is
+                # rounding noise, summed in another order here, and Adam turns noise into full-size
+                # steps.
                 continue
-            torch.testing.assert_close(tensors[f"b/param/{name}"], p.detach(), rtol=1e-4, atol=1e-6, msg=name)
+            torch.testing.assert_close(
+                tensors[f"b/param/{name}"], p.detach(), rtol=1e-4, atol=1e-6, msg=name
+            )
 
 
 def test_uneven_data_ends_the_epoch_on_every_rank_instead_of_hanging(equal_run):
-    """Run D: rank 0 has 3 batches, rank 1 has 4; both stop after 3 steps (the job finished at all)."""
+    """Run D: rank 0 has 3 batches, rank 1 has 4; both stop after 3 steps (the job finished at
+    all)."""
     for _, report in equal_run["ranks"]:
         assert report["d"]["steps"] == 3 and report["d"]["stop_reason"] == "max_epochs"
 
 
-# ---------------------------------------------------------------------------------------------- rank 0 only
+# ----------------------------------------------------------------------------------------------
+# rank 0 only
 
 
 def test_only_rank_zero_writes_checkpoints_and_shows_progress(equal_run):
@@ -199,28 +251,37 @@ def test_only_rank_zero_writes_checkpoints_and_shows_progress(equal_run):
     assert "5/5" not in err1 and "loss=" not in err1
 
 
-# ---------------------------------------------------------------------------------------------- resume
+# ----------------------------------------------------------------------------------------------
+# resume
 
 
 def test_killed_run_resumes_from_its_last_checkpoint(equal_run, tmp_path):
-    """Run C (dropout 0.1): rank 1 is killed during step 7; a new job resumes from step 6 and ends like run C."""
+    """Run C (dropout 0.1): rank 1 is killed during step 7; a new job resumes from step 6 and ends
+    like run C."""
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     out.mkdir()
     ckpt.mkdir()
     crashed = torchrun(str(WORKER_PATH), "crash", str(out), str(ckpt))
     assert crashed.returncode != 0, "the crash run was supposed to die"
-    assert sorted(p.name for p in ckpt.iterdir()) == ["c.safetensors", "c.train_state.pt"]  # no temp files
+    # no temp files
+    assert sorted(p.name for p in ckpt.iterdir()) == ["c.safetensors", "c.train_state.pt"]
     assert read_checkpoint_header(ckpt / "c.safetensors")[1]["training"]["step"] == 6
 
     resumed = torchrun(str(WORKER_PATH), "resume", str(out), str(ckpt))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    for (after, report), (full, full_report) in zip(worker_results(out, "resume"), equal_run["ranks"], strict=True):
+    for (after, report), (full, full_report) in zip(
+        worker_results(out, "resume"), equal_run["ranks"], strict=True
+    ):
         assert report["c"]["steps"] == 7
-        assert [h["loss"] for h in report["c"]["history"]] == [h["loss"] for h in full_report["c"]["history"]]
+        assert [h["loss"] for h in report["c"]["history"]] == [
+            h["loss"] for h in full_report["c"]["history"]
+        ]
         for name in (k for k in full if k.startswith("c/")):
             assert torch.equal(after[name], full[name]), name  # bit-exact, dropout masks included
-    # Each rank has its own dropout stream: restoring rank 0's on rank 1 would have changed rank 1's masks.
-    with pytest.raises(ValueError, match="2 process"):  # and one process cannot resume a 2-process run
+    # Each rank has its own dropout stream: restoring rank 0's on rank 1 would have changed rank 1's
+    # masks.
+    # and one process cannot resume a 2-process run
+    with pytest.raises(ValueError, match="2 process"):
         train(
             worker.small_model(0.1),
             worker.make_data(8),
@@ -230,18 +291,31 @@ def test_killed_run_resumes_from_its_last_checkpoint(equal_run, tmp_path):
     assert train_state_path(ckpt / "c.safetensors").is_file()
 
 
-# ---------------------------------------------------------------------------------------------- command line
+# ----------------------------------------------------------------------------------------------
+# command line
 
 
 def test_cli_copy_under_torchrun_prints_one_json_line_and_matches_one_process(tmp_path):
     path = tmp_path / "ddp.safetensors"
-    done = torchrun("-m", "transformer_tasks", "copy", "--device", "cpu", "--max-steps", "8", "--save", str(path))
+    done = torchrun(
+        "-m",
+        "transformer_tasks",
+        "copy",
+        "--device",
+        "cpu",
+        "--max-steps",
+        "8",
+        "--save",
+        str(path),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, done.stdout  # rank 0 only
     result = json.loads(lines[0])
     assert result["world_size"] == 2 and result["global_batch_size"] == 128 and result["steps"] == 8
-    assert result["checkpoint"] == str(path) and sorted(p.name for p in tmp_path.iterdir()) == ["ddp.safetensors"]
+    assert result["checkpoint"] == str(path) and sorted(p.name for p in tmp_path.iterdir()) == [
+        "ddp.safetensors"
+    ]
     # One process with two batches of 64 per step trains the same model.
     single = run_copy_task(
         "cpu",
@@ -258,15 +332,22 @@ def test_cli_copy_under_torchrun_prints_one_json_line_and_matches_one_process(tm
     assert result["exact_match"] == single["exact_match"]
 
 
-# ---------------------------------------------------------------------------------------------- building blocks
+# ----------------------------------------------------------------------------------------------
+# building blocks
 
 
 def test_shard_batches_gives_every_rank_the_same_number_of_items():
     items = list(range(7))
     assert [list(shard_batches(items, r, 3)) for r in range(3)] == [[0, 3], [1, 4], [2, 5]]
-    assert [list(shard_batches(items, r, 3, tail="pad")) for r in range(3)] == [[0, 3, 6], [1, 4, 0], [2, 5, 1]]
+    assert [list(shard_batches(items, r, 3, tail="pad")) for r in range(3)] == [
+        [0, 3, 6],
+        [1, 4, 0],
+        [2, 5, 1],
+    ]
     assert list(shard_batches(items, 0, 1)) == items  # one process keeps everything
-    assert list(shard_batches(iter([5]), 1, 2)) == [] and list(shard_batches([5], 1, 2, tail="pad")) == [5]
+    assert list(shard_batches(iter([5]), 1, 2)) == [] and list(
+        shard_batches([5], 1, 2, tail="pad")
+    ) == [5]
     # Lazy: reading rank 0's first item reads only the first group of the input.
     pulled = []
 
@@ -309,7 +390,8 @@ def test_launch_environment_is_read_and_checked(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("LOCAL_RANK", "1")
     info = launch_info()
     assert info is not None and (info.rank, info.world_size, info.local_rank) == (1, 4, 1)
-    assert (rank(), world_size(), local_rank(), is_main_process()) == (1, 4, 1, False)  # before joining the group
+    # before joining the group
+    assert (rank(), world_size(), local_rank(), is_main_process()) == (1, 4, 1, False)
     assert list(shard_batches(range(8))) == [1, 5]
     with pytest.raises(ValueError, match="no backend for mps"):
         init_distributed("mps")
@@ -330,21 +412,30 @@ def test_launch_environment_is_read_and_checked(monkeypatch: pytest.MonkeyPatch)
         launch_info()
 
 
-def test_cleanup_frees_the_ddp_wrapper_before_it_leaves_the_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run's DistributedDataParallel wrapper can outlive ``train`` in a reference cycle. Freed only at exit,
-    after the group was destroyed, it aborted 4 of 12 two-process ``copy`` runs ("terminate called without an
-    active exception"). ``cleanup`` collects it first. (A one-process group, automatic collection off so that
-    the cycle is certainly still there.)"""
+def test_cleanup_frees_the_ddp_wrapper_before_it_leaves_the_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run's DistributedDataParallel wrapper can outlive ``train`` in a reference cycle. Freed
+    only at exit, after the group was destroyed, it aborted 4 of 12 two-process ``copy`` runs
+    ("terminate called without an active exception"). ``cleanup`` collects it first. (A one-process
+    group, automatic collection off so that the cycle is certainly still there.)"""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    env = {
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     alive_at_destroy, destroy = [], torch.distributed.destroy_process_group
 
     def counting_destroy(*args: Any, **kwargs: Any) -> None:
-        alive_at_destroy.append(sum(type(o) is DistributedDataParallel for o in gc.get_objects()))  # no __class__ reads
+        # no __class__ reads
+        alive_at_destroy.append(sum(type(o) is DistributedDataParallel for o in gc.get_objects()))
         destroy(*args, **kwargs)
 
     monkeypatch.setattr(torch.distributed, "destroy_process_group", counting_destroy)

@@ -1,8 +1,10 @@
-"""The errata: every deliberately wrong version fails its check, and the library passes the same check.
+"""The errata: every deliberately wrong version fails its check, and the library passes the same
+check.
 
-The wrong versions live in ``transformer_book/errata`` and the checks in ``transformer_book/checks``;
-``chapters/14_errata.ipynb`` runs the same pairs. If a check stops catching its error, or the library
-stops passing it, a test here fails, so the errata chapter cannot silently go out of date.
+The wrong versions live in ``transformer_book/errata`` and the checks in
+``transformer_book/checks``; ``chapters/14_errata.ipynb`` runs the same pairs. If a check stops
+catching its error, or the library stops passing it, a test here fails, so the errata chapter cannot
+silently go out of date.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def test_every_item_names_an_existing_check() -> None:
     }
 
 
-# --- the twelve errors of the sources --------------------------------------------------------------
+# --- the twelve errors of the sources
+# --------------------------------------------------------------
 
 
 def test_01_positional_codes_are_distinct_per_position() -> None:
@@ -88,29 +91,39 @@ def test_02_encoder_output_depends_on_its_input(tiny_model) -> None:
 
 
 @pytest.mark.parametrize(
-    "wrong", [errata.cross_attention_query_from_memory, errata.cross_attention_key_from_decoder], ids=["03", "04"]
+    "wrong",
+    [errata.cross_attention_query_from_memory, errata.cross_attention_key_from_decoder],
+    ids=["03", "04"],
 )
 def test_03_04_cross_attention_takes_the_query_from_the_decoder(wrong) -> None:
     torch.manual_seed(0)
     attention = errata.BareAttention(D_MODEL)
     x, memory = torch.randn(2, 5, D_MODEL), torch.randn(2, 7, D_MODEL)
-    assert wrong(attention, x, torch.randn(2, 5, D_MODEL)).shape == x.shape  # equal lengths hide the error
+    # equal lengths hide the error
+    assert wrong(attention, x, torch.randn(2, 5, D_MODEL)).shape == x.shape
     with pytest.raises(CheckFailed, match="fails when the target has 5 positions and the source 7"):
         checks.check_cross_attention_lengths(lambda x, m: wrong(attention, x, m), x, memory)
-    checks.check_cross_attention_lengths(lambda x, m: attention(x, m, m), x, memory)  # the same module, called right
+    # the same module, called right
+    checks.check_cross_attention_lengths(lambda x, m: attention(x, m, m), x, memory)
     mha = MultiHeadAttention(D_MODEL, HEADS).eval()
     checks.check_cross_attention_lengths(lambda x, m: mha(x, m, m), x, memory)
     layer = DecoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, dropout=0.0)).eval()
-    checks.check_cross_attention_lengths(lambda x, m: layer(x, m, causal_mask(x.size(1))), x, memory)
+    checks.check_cross_attention_lengths(
+        lambda x, m: layer(x, m, causal_mask(x.size(1))), x, memory
+    )
 
 
 def test_05_masks_make_the_decoder_causal_and_padding_invisible(tiny_model) -> None:
     model = tiny_model()
     src, tgt = ids(2, 5, 11), ids(2, 6, 13, seed=1)
     with pytest.raises(CheckFailed, match="not causal"):
-        checks.check_causal(lambda t: errata.forward_without_masks(model, src, t), tgt, vocab_size=13, atol=1e-12)
+        checks.check_causal(
+            lambda t: errata.forward_without_masks(model, src, t), tgt, vocab_size=13, atol=1e-12
+        )
     with pytest.raises(CheckFailed, match="padding changes the output"):
-        checks.check_padding_invariant(lambda s: errata.forward_without_masks(model, s, tgt), src, 0, atol=1e-10)
+        checks.check_padding_invariant(
+            lambda s: errata.forward_without_masks(model, s, tgt), src, 0, atol=1e-10
+        )
     checks.check_causal(lambda t: model(src, t), tgt, vocab_size=13, atol=1e-12)
     checks.check_padding_invariant(lambda s: model(s, tgt), src, 0, atol=1e-10)
 
@@ -121,7 +134,8 @@ def test_06_model_outputs_are_logits_over_the_vocabulary(tiny_model) -> None:
     states = torch.randn(2, 6, D_MODEL)
     with pytest.raises(CheckFailed, match="not vocab_size=13"):
         checks.check_outputs_are_logits(head(states), 13)
-    with pytest.raises(CheckFailed, match="look like probabilities"):  # even where the width happens to match
+    # even where the width happens to match
+    with pytest.raises(CheckFailed, match="look like probabilities"):
         checks.check_outputs_are_logits(head(states), D_MODEL)
     model = tiny_model()
     logits = model(ids(2, 6, 11), ids(2, 5, 13, seed=1))
@@ -135,16 +149,23 @@ def test_06_model_outputs_are_logits_over_the_vocabulary(tiny_model) -> None:
     # shifting a row changes no probability: all-positive logits are logits too
     assert (logits + 100).min() > 0
     checks.check_outputs_are_logits(logits + 100, 13)
-    checks.check_outputs_are_logits(torch.rand(2, 6, 13, generator=torch.Generator().manual_seed(0)), 13)
+    checks.check_outputs_are_logits(
+        torch.rand(2, 6, 13, generator=torch.Generator().manual_seed(0)), 13
+    )
 
 
 def test_07_heads_concatenate_to_d_model() -> None:
-    with pytest.raises(CheckFailed, match="concatenate to 510 features, 2 fewer than d_model=512: .* reads 510"):
+    with pytest.raises(
+        CheckFailed, match="concatenate to 510 features, 2 fewer than d_model=512: .* reads 510"
+    ):
         checks.check_heads_concatenate_to_d_model(errata.PerHeadModulesAttention, 512, 6)
     wrong = errata.PerHeadModulesAttention(512, 6)
-    assert all(head.q.in_features == 512 for head in wrong.heads)  # every head reads all 512 features
+    # every head reads all 512 features
+    assert all(head.q.in_features == 512 for head in wrong.heads)
     assert (wrong.linear.in_features, wrong.linear.out_features) == (510, 512)
-    assert checks.check_heads_concatenate_to_d_model(errata.PerHeadModulesAttention, 512, 8) == "built"
+    assert (
+        checks.check_heads_concatenate_to_d_model(errata.PerHeadModulesAttention, 512, 8) == "built"
+    )
     assert checks.check_heads_concatenate_to_d_model(MultiHeadAttention, 512, 6) == "rejected"
     assert checks.check_heads_concatenate_to_d_model(MultiHeadAttention, 512, 8) == "built"
 
@@ -189,10 +210,14 @@ def test_11_positional_table_follows_the_module(monkeypatch) -> None:
     wrong = errata.PositionalEncodingOnGlobalDevice(D_MODEL)
     right = PositionalEncoding(D_MODEL, max_len=64)
     x = torch.randn(1, 4, D_MODEL)
-    assert_close(wrong(x), right(x))  # the same numbers on the CPU: the error is where the table is made
-    checks.check_buffer_follows_module(wrong, "pe")  # source 000 does register the buffer: .to() moves it
+    # the same numbers on the CPU: the error is where the table is made
+    assert_close(wrong(x), right(x))
+    # source 000 does register the buffer: .to() moves it
+    checks.check_buffer_follows_module(wrong, "pe")
     with pytest.raises(CheckFailed, match="created pe on cpu"):
-        checks.check_buffer_follows_module(lambda: errata.PositionalEncodingOnGlobalDevice(D_MODEL), "pe")
+        checks.check_buffer_follows_module(
+            lambda: errata.PositionalEncodingOnGlobalDevice(D_MODEL), "pe"
+        )
     checks.check_buffer_follows_module(right, "pe")
     checks.check_buffer_follows_module(lambda: PositionalEncoding(D_MODEL, max_len=64), "pe")
     with pytest.raises(CheckFailed, match="plain tensor attribute"):
@@ -209,10 +234,13 @@ def test_12_an_rnn_step_costs_n_squared() -> None:
     with pytest.raises(CheckFailed, match=r"n\^2.00"):
         checks.check_cost_exponent(errata.rnn_flops, sizes, errata.CLAIMED_RNN_STEP_EXPONENT)
     assert checks.check_cost_exponent(errata.rnn_flops, sizes, 2) == pytest.approx(2.0)
-    assert checks.check_cost_exponent(lambda t: errata.rnn_flops(32, steps=t), [1, 2, 4, 8], 1) == pytest.approx(1.0)
+    assert checks.check_cost_exponent(
+        lambda t: errata.rnn_flops(32, steps=t), [1, 2, 4, 8], 1
+    ) == pytest.approx(1.0)
 
 
-# --- the traps of The Annotated Transformer --------------------------------------------------------
+# --- the traps of The Annotated Transformer
+# --------------------------------------------------------
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -226,11 +254,15 @@ def test_at1_norm_placement_is_what_the_flag_says(norm_first: bool) -> None:
     encoder = EncoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first))
     decoder = DecoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first))
     checks.check_norm_placement(encoder, x, norm_first=norm_first)
-    checks.check_norm_placement(decoder, x, norm_first=norm_first, forward=lambda m, h: m(h, memory))
+    checks.check_norm_placement(
+        decoder, x, norm_first=norm_first, forward=lambda m, h: m(h, memory)
+    )
     with pytest.raises(CheckFailed):
         checks.check_norm_placement(encoder, x, norm_first=not norm_first)
     # the check agrees with PyTorch's own layers
-    reference = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, 0.0, batch_first=True, norm_first=norm_first)
+    reference = nn.TransformerEncoderLayer(
+        D_MODEL, HEADS, D_FF, 0.0, batch_first=True, norm_first=norm_first
+    )
     checks.check_norm_placement(reference, x, norm_first=norm_first)
 
 
@@ -244,12 +276,19 @@ def test_at2_layer_norm_matches_torch() -> None:
 
 def test_at3_label_smoothing_loss_is_finite() -> None:
     with pytest.raises(CheckFailed, match="the loss is inf"):
-        checks.check_finite_label_smoothing_loss(lambda z, y: errata.smoothed_loss_from_probabilities(z, y, 0.1))
-    value = checks.check_finite_label_smoothing_loss(lambda z, y: sequence_loss(z, y, pad_id=0, label_smoothing=0.1))
+        checks.check_finite_label_smoothing_loss(
+            lambda z, y: errata.smoothed_loss_from_probabilities(z, y, 0.1)
+        )
+    value = checks.check_finite_label_smoothing_loss(
+        lambda z, y: sequence_loss(z, y, pad_id=0, label_smoothing=0.1)
+    )
     assert 0 < value < 100
     # on ordinary logits the wrong version computes the right number: only log(0) breaks it
     logits, target = torch.randn(2, 3, 7), ids(2, 3, 6)
-    assert_close(errata.smoothed_loss_from_probabilities(logits, target, 0.1), sequence_loss(logits, target, 0, 0.1))
+    assert_close(
+        errata.smoothed_loss_from_probabilities(logits, target, 0.1),
+        sequence_loss(logits, target, 0, 0.1),
+    )
 
 
 def _half_precision_works() -> bool:
@@ -261,11 +300,14 @@ def _half_precision_works() -> bool:
         return False
 
 
-@pytest.mark.skipif(not _half_precision_works(), reason="this PyTorch build has no float16 matmul on the CPU")
+@pytest.mark.skipif(
+    not _half_precision_works(), reason="this PyTorch build has no float16 matmul on the CPU"
+)
 def test_at4_masks_are_safe_in_float16() -> None:
     with pytest.raises(CheckFailed, match="float16"):
         checks.check_mask_fp16_safe(errata.attention_masked_with_minus_1e9)
-    checks.check_mask_fp16_safe(errata.attention_masked_with_minus_1e9, dtype=torch.float32)  # fine in float32
+    # fine in float32
+    checks.check_mask_fp16_safe(errata.attention_masked_with_minus_1e9, dtype=torch.float32)
     checks.check_mask_fp16_safe(scaled_dot_product_attention)
     checks.check_mask_fp16_safe(guarded_attention)
     checks.check_mask_fp16_safe(scaled_dot_product_attention, dtype=torch.bfloat16)
@@ -283,10 +325,18 @@ def test_at5_vocabulary_is_built_from_the_training_split_only() -> None:
 def test_at6_scheduler_steps_once_per_optimizer_step(tiny_config) -> None:
     pad, bos, eos = 0, 1, 2
     micro = [
-        make_batch(ids(2, 4 + i % 3, 11, seed=i).tolist(), ids(2, 5, 13, seed=50 + i).tolist(), pad, bos, eos)
+        make_batch(
+            ids(2, 4 + i % 3, 11, seed=i).tolist(),
+            ids(2, 5, 13, seed=50 + i).tolist(),
+            pad,
+            bos,
+            eos,
+        )
         for i in range(8)
     ]
-    config = TrainConfig(max_steps=4, lr=1e-3, warmup_steps=3, grad_accum=2, label_smoothing=0.1, progress=False)
+    config = TrainConfig(
+        max_steps=4, lr=1e-3, warmup_steps=3, grad_accum=2, label_smoothing=0.1, progress=False
+    )
     factor = config.noam_factor(D_MODEL)
 
     def rate(step: int) -> float:
@@ -305,12 +355,18 @@ def test_at6_scheduler_steps_once_per_optimizer_step(tiny_config) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         used = errata.accumulate_stepping_scheduler_per_micro_batch(
-            optimizer, scheduler, micro, 2, lambda b: sequence_loss(model(b.src, b.tgt_in), b.tgt_out, pad, 0.1)
+            optimizer,
+            scheduler,
+            micro,
+            2,
+            lambda b: sequence_loss(model(b.src, b.tgt_in), b.tgt_out, pad, 0.1),
         )
-    # the optimizer steps first (micro-batch 0), as in The Annotated Transformer: PyTorch has nothing to warn about
+    # the optimizer steps first (micro-batch 0), as in The Annotated Transformer: PyTorch has
+    # nothing to warn about
     assert not [w for w in caught if "lr_scheduler" in str(w.message)]
     assert len(used) == 4
-    assert used == pytest.approx([rate((s - 1) * 2 + 1) for s in range(1, 5)])  # schedule step (s - 1) k + 1
+    # schedule step (s - 1) k + 1
+    assert used == pytest.approx([rate((s - 1) * 2 + 1) for s in range(1, 5)])
     with pytest.raises(CheckFailed, match=r"optimizer step 2 used lr=.* step 3\)"):
         checks.check_lr_per_optimizer_step(used, rate)
 
@@ -328,18 +384,26 @@ def test_at7_broken_downloads_fail_clearly_and_save_nothing(tmp_path: Path) -> N
     # 1. an error page already saved under the data set's name
     data_dir = folder_with_error_pages("data")
     with pytest.raises(CheckFailed, match="instead of failing"):
-        checks.check_fails_clearly(lambda: errata.load_split_unverified("val", data_dir, "unused"), mentions=["sha256"])
-    checks.check_fails_clearly(lambda: load_split("val", data_dir), mentions=["val.de.gz", "sha256"])
+        checks.check_fails_clearly(
+            lambda: errata.load_split_unverified("val", data_dir, "unused"), mentions=["sha256"]
+        )
+    checks.check_fails_clearly(
+        lambda: load_split("val", data_dir), mentions=["val.de.gz", "sha256"]
+    )
 
     # 2. a mirror that answers with an error page (served from a local folder, no network)
     mirror = folder_with_error_pages("mirror").as_uri() + "/"
     wrong_dir, right_dir = tmp_path / "wrong", tmp_path / "right"
     wrong_dir.mkdir()
     with pytest.raises(CheckFailed, match="instead of failing"):
-        checks.check_fails_clearly(lambda: errata.load_split_unverified("val", wrong_dir, mirror), mentions=["sha256"])
-    assert (wrong_dir / "val.de.gz").read_bytes() == error_page  # ...and it stays there for the next run
+        checks.check_fails_clearly(
+            lambda: errata.load_split_unverified("val", wrong_dir, mirror), mentions=["sha256"]
+        )
+    # ...and it stays there for the next run
+    assert (wrong_dir / "val.de.gz").read_bytes() == error_page
     checks.check_fails_clearly(
-        lambda: load_split("val", right_dir, base_url=mirror), mentions=["sha256", "nothing was saved"]
+        lambda: load_split("val", right_dir, base_url=mirror),
+        mentions=["sha256", "nothing was saved"],
     )
     assert not any(right_dir.iterdir())
 
@@ -347,7 +411,8 @@ def test_at7_broken_downloads_fail_clearly_and_save_nothing(tmp_path: Path) -> N
     nowhere = (tmp_path / "nowhere").as_uri() + "/"
     with pytest.raises(CheckFailed, match="does not mention"):
         checks.check_fails_clearly(
-            lambda: errata.load_split_unverified("val", tmp_path, nowhere), mentions=["MULTI30K_DIR"]
+            lambda: errata.load_split_unverified("val", tmp_path, nowhere),
+            mentions=["MULTI30K_DIR"],
         )
     checks.check_fails_clearly(
         lambda: load_split("val", tmp_path / "empty", base_url=nowhere), mentions=["MULTI30K_DIR"]

@@ -77,7 +77,8 @@ def test_float_token_ids(tiny_model) -> None:
 
 
 def test_token_ids_out_of_range(tiny_model) -> None:
-    """The entry points that take ids check their range, once per call; the forward pass reads no values."""
+    """The entry points that take ids check their range, once per call; the forward pass reads no
+    values."""
     model = tiny_model()  # src_vocab_size=11, tgt_vocab_size=13
     ids = torch.ones(2, 4, dtype=torch.long)
     with pytest.raises(ValueError, match=r"src has ids in \[1, 11\].*vocab_size=11"):
@@ -138,7 +139,8 @@ def test_file_that_is_not_a_checkpoint(tiny_model, tmp_path) -> None:
     text.write_text("Ein Mann fährt Fahrrad.\n" * 20)
     with pytest.raises(ValueError, match=re.escape(str(text))):
         load_checkpoint(text)
-    other = tmp_path / "other.safetensors"  # a valid safetensors file, not written by save_checkpoint
+    # a valid safetensors file, not written by save_checkpoint
+    other = tmp_path / "other.safetensors"
     save_file({"weight": torch.zeros(3)}, str(other))
     with pytest.raises(ValueError, match=r"not written by save_checkpoint"):
         load_checkpoint(other)
@@ -148,7 +150,11 @@ def test_file_that_is_not_a_checkpoint(tiny_model, tmp_path) -> None:
 
 def test_checkpoint_weights_that_do_not_match_config(tiny_model, tiny_config, tmp_path) -> None:
     path = tmp_path / "mismatch.safetensors"
-    header = {"format": FORMAT, "config": json.dumps(tiny_config(d_model=32).to_dict()), "metadata": "{}"}
+    header = {
+        "format": FORMAT,
+        "config": json.dumps(tiny_config(d_model=32).to_dict()),
+        "metadata": "{}",
+    }
     save_model(tiny_model(), str(path), metadata=header)
     with pytest.raises(ValueError, match=re.escape(str(path))):
         load_checkpoint(path)
@@ -170,21 +176,26 @@ def test_bad_config_values(tiny_config) -> None:
         tiny_config(activation="swish")
     with pytest.raises(ValueError, match=r"pad_id=11 must be a valid id of src_vocab_size=11"):
         tiny_config(pad_id=11)
-    with pytest.raises(ValueError, match=r"share_embeddings=True needs src_vocab_size == tgt_vocab_size"):
+    with pytest.raises(
+        ValueError, match=r"share_embeddings=True needs src_vocab_size == tgt_vocab_size"
+    ):
         tiny_config(share_embeddings=True)
     with pytest.raises(TypeError, match=r"config must be a TransformerConfig"):
         Transformer(tiny_config().to_dict())
 
 
 def test_bad_config_types_and_choices(tiny_config) -> None:
-    """Each field is checked by its annotated type; a ``Literal`` field lists its choices in the message."""
+    """Each field is checked by its annotated type; a ``Literal`` field lists its choices in the
+    message."""
     with pytest.raises(TypeError, match=r"norm_first must be a bool"):
         tiny_config(norm_first=1)
     with pytest.raises(TypeError, match=r"d_model must be an int, got NoneType"):
         tiny_config(d_model=None)
     with pytest.raises(TypeError, match=r"pad_id must be an int token id"):
         tiny_config(pad_id=0.0)
-    with pytest.raises(ValueError, match=r"num_kv_heads must be a positive int, got num_kv_heads=0"):
+    with pytest.raises(
+        ValueError, match=r"num_kv_heads must be a positive int, got num_kv_heads=0"
+    ):
         tiny_config(num_kv_heads=0)
     with pytest.raises(ValueError, match=r"attention_dropout must be in \[0, 1\)"):
         tiny_config(attention_dropout=1.0)
@@ -196,10 +207,16 @@ def test_bad_config_types_and_choices(tiny_config) -> None:
 
 
 def test_layers_take_a_layer_spec() -> None:
-    """Layers are built from a ``LayerSpec``; the positional style of older versions gets a clear error."""
+    """Layers are built from a ``LayerSpec``; the positional style of older versions gets a clear
+    error."""
     spec = LayerSpec(d_model=8, num_heads=2, d_ff=16)
-    assert [type(m) for m in (EncoderLayer(spec), Decoder(spec, 2).layers[1])] == [EncoderLayer, DecoderLayer]
-    with pytest.raises(TypeError, match=r"spec must be a LayerSpec, e.g. LayerSpec\(d_model=16.*got 8"):
+    assert [type(m) for m in (EncoderLayer(spec), Decoder(spec, 2).layers[1])] == [
+        EncoderLayer,
+        DecoderLayer,
+    ]
+    with pytest.raises(
+        TypeError, match=r"spec must be a LayerSpec, e.g. LayerSpec\(d_model=16.*got 8"
+    ):
         EncoderLayer(8)
     with pytest.raises(TypeError, match=r"num_layers must be an int, got LayerSpec"):
         Encoder(2, spec)  # the arguments of the older style, in its order

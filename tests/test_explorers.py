@@ -1,7 +1,9 @@
-"""The chapters' Plotly explorers: each slider value shows its own data, buttons swap the data, bad input fails.
+"""The chapters' Plotly explorers: each slider value shows its own data, buttons swap the data, bad
+input fails.
 
-The figures are read the way plotly.js applies them in the browser: slider step ``i`` sets every trace's
-``visible`` (``args[0]``) and the title (``args[1]``); a button restyles the traces it names.
+The figures are read the way plotly.js applies them in the browser: slider step ``i`` sets every
+trace's ``visible`` (``args[0]``) and the title (``args[1]``); a button restyles the traces it
+names.
 """
 
 from __future__ import annotations
@@ -69,13 +71,16 @@ def as_lists(t: torch.Tensor) -> list:
     return [[float(f"{v:.4g}") for v in row] for row in t.tolist()]
 
 
-# --- the generic builders -----------------------------------------------------------------------------
+# --- the generic builders
+# -----------------------------------------------------------------------------
 
 
 def test_slider_figure_shows_one_group_per_value_plus_the_fixed_traces() -> None:
     groups = [[go.Scatter(y=[i, i]), go.Scatter(y=[10 * i])] for i in range(3)]
     fixed = [go.Scatter(y=[-1.0], name="target")]
-    fig = slider_figure(groups, ["a", "b", "c"], titles=["A", "B", "C"], fixed=fixed, active=1, prefix="v = ")
+    fig = slider_figure(
+        groups, ["a", "b", "c"], titles=["A", "B", "C"], fixed=fixed, active=1, prefix="v = "
+    )
     assert len(fig.data) == 7 and len(fig.layout.sliders[0].steps) == 3
     assert fig.layout.sliders[0].active == 1 and fig.layout.title.text == "B"
     assert [list(t.y) for t in initially_visible(fig)] == [[-1.0], [1, 1], [10]]
@@ -88,7 +93,10 @@ def test_slider_figure_shows_one_group_per_value_plus_the_fixed_traces() -> None
 
 def test_slider_figure_buttons_restyle_every_group() -> None:
     groups = [[go.Heatmap(z=[[0.0]])], [go.Heatmap(z=[[1.0]])]]
-    options = {"first": [[{"z": [[0.0]]}], [{"z": [[1.0]]}]], "second": [[{"z": [[0.5]]}], [{"z": [[0.7]]}]]}
+    options = {
+        "first": [[{"z": [[0.0]]}], [{"z": [[1.0]]}]],
+        "second": [[{"z": [[0.5]]}], [{"z": [[0.7]]}]],
+    }
     fig = slider_figure(groups, ["0", "1"], options=options, menu="dropdown")
     assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["first", "second"]
     assert fig.layout.updatemenus[0].type == "dropdown"
@@ -106,7 +114,11 @@ def test_slider_figure_buttons_restyle_every_group() -> None:
         ({"titles": ["x"]}, ValueError, "titles must have one entry per slider value"),
         ({"active": 2}, ValueError, "active must be the index of a slider value, 0 to 1, got 2"),
         ({"menu": "radio"}, ValueError, "menu must be 'buttons' or 'dropdown'"),
-        ({"options": {"b": [[{"z": 1}]]}}, ValueError, "options['b'] must have one entry per slider value"),
+        (
+            {"options": {"b": [[{"z": 1}]]}},
+            ValueError,
+            "options['b'] must have one entry per slider value",
+        ),
         ({"options": {"b": [[{"z": 1}], [{"y": 1}]]}}, ValueError, "must set the same properties"),
     ],
 )
@@ -118,10 +130,25 @@ def test_slider_figure_rejects_bad_arguments(kwargs: dict, error: type, message:
 
 def test_line_explorer_plots_each_values_curves_and_buttons_swap_them() -> None:
     x = [1.0, 2.0, 3.0]
-    plain = [{"a": [0.125, 0.25, 0.5], "b": [1.0, 2.0, 3.0]}, {"a": [0.5, 0.25, 0.125], "b": [3.0, 2.0, 1.0]}]
-    other = [{"a": [9.0, 9.0, 9.0], "b": [8.0, 8.0, 8.0]}, {"a": [7.0, 7.0, 7.0], "b": [6.0, 6.0, 6.0]}]
-    fig = line_explorer(x, {"plain": plain, "other": other}, ["p", "q"], fixed={"target": torch.tensor([0.0, 1, 0])},
-                        marks=[1.5, 2.5], mark_name="mark", mark_span=(0.0, 9.0), titles=["P", "Q"], active=1)
+    plain = [
+        {"a": [0.125, 0.25, 0.5], "b": [1.0, 2.0, 3.0]},
+        {"a": [0.5, 0.25, 0.125], "b": [3.0, 2.0, 1.0]},
+    ]
+    other = [
+        {"a": [9.0, 9.0, 9.0], "b": [8.0, 8.0, 8.0]},
+        {"a": [7.0, 7.0, 7.0], "b": [6.0, 6.0, 6.0]},
+    ]
+    fig = line_explorer(
+        x,
+        {"plain": plain, "other": other},
+        ["p", "q"],
+        fixed={"target": torch.tensor([0.0, 1, 0])},
+        marks=[1.5, 2.5],
+        mark_name="mark",
+        mark_span=(0.0, 9.0),
+        titles=["P", "Q"],
+        active=1,
+    )
     assert len(fig.data) == 1 + 2 * 3 and len(fig.layout.sliders[0].steps) == 2
     for i in range(2):
         target, a, b, mark = shown(fig, i)
@@ -129,7 +156,8 @@ def test_line_explorer_plots_each_values_curves_and_buttons_swap_them() -> None:
         assert (a.name, list(a.x), list(a.y)) == ("a", x, plain[i]["a"])
         assert (b.name, list(b.y)) == ("b", plain[i]["b"])
         assert (mark.name, list(mark.x), list(mark.y)) == ("mark", [1.5 + i] * 2, [0.0, 9.0])
-    assert a.marker.color != b.marker.color and shown(fig, 0)[1].marker.color == a.marker.color  # a colour per name
+    # a colour per name
+    assert a.marker.color != b.marker.color and shown(fig, 0)[1].marker.color == a.marker.color
     swapped = press(fig, 1)
     for i in range(2):
         _, a, b, mark = shown(swapped, i)
@@ -137,9 +165,18 @@ def test_line_explorer_plots_each_values_curves_and_buttons_swap_them() -> None:
 
 
 def test_line_explorer_rounds_to_four_significant_digits_and_draws_bars() -> None:
-    fig = line_explorer(torch.tensor([1.0, 20001.0]), [{"c": torch.tensor([math.pi, 123456.0])}], ["only"], bars=True)
+    fig = line_explorer(
+        torch.tensor([1.0, 20001.0]),
+        [{"c": torch.tensor([math.pi, 123456.0])}],
+        ["only"],
+        bars=True,
+    )
     (bar,) = shown(fig, 0)
-    assert isinstance(bar, go.Bar) and list(bar.x) == [1.0, 20001.0] and list(bar.y) == [3.142, 123500.0]
+    assert (
+        isinstance(bar, go.Bar)
+        and list(bar.x) == [1.0, 20001.0]
+        and list(bar.y) == [3.142, 123500.0]
+    )
     assert not fig.layout.updatemenus  # one set of curves: no buttons
 
 
@@ -159,8 +196,13 @@ def test_line_explorer_rejects_bad_arguments() -> None:
 def test_heatmap_explorer_shows_grid_i_at_step_i_and_buttons_swap_every_grid() -> None:
     grids = torch.rand(3, 2, 4)
     other = [g.flip(0) for g in grids]
-    fig = heatmap_explorer({"plain": list(grids), "flipped": other}, ["x", "y", "z"], x=list("abcd"), y=["r", "s"],
-                           titles=["X", "Y", "Z"])
+    fig = heatmap_explorer(
+        {"plain": list(grids), "flipped": other},
+        ["x", "y", "z"],
+        x=list("abcd"),
+        y=["r", "s"],
+        titles=["X", "Y", "Z"],
+    )
     assert len(fig.data) == 3 and fig.layout.yaxis.autorange == "reversed"
     for i in range(3):
         (heatmap,) = shown(fig, i)
@@ -179,7 +221,8 @@ def test_heatmap_explorer_rejects_bad_arguments() -> None:
         heatmap_explorer({}, [])
 
 
-# --- one explorer per idea --------------------------------------------------------------------------------
+# --- one explorer per idea
+# --------------------------------------------------------------------------------
 
 
 def test_layer_costs_marks_six_d_for_each_width() -> None:
@@ -187,19 +230,30 @@ def test_layer_costs_marks_six_d_for_each_width() -> None:
     widths = [64, 128]
     costs = [{"RNN": 2 * ts * w**2, "encoder": 12 * ts * w**2 + 2 * ts**2 * w} for w in widths]
     fig = explore_layer_costs(ts, costs, widths, start=128)
-    assert fig.layout.sliders[0].active == 1 and fig.layout.xaxis.type == "log" == fig.layout.yaxis.type
+    assert (
+        fig.layout.sliders[0].active == 1
+        and fig.layout.xaxis.type == "log" == fig.layout.yaxis.type
+    )
     for i, w in enumerate(widths):
         rnn, encoder, mark = shown(fig, i)
         assert list(rnn.y) == [float(f"{v:.4g}") for v in (2 * ts * w**2).tolist()]
         assert list(mark.x) == [6 * w] * 2 and f"past T = {6 * w}" in title_at(fig, i)
-    with pytest.raises(ValueError, match=r"start=100 is not one of the slider's values \[64, 128\]"):
+    with pytest.raises(
+        ValueError, match=r"start=100 is not one of the slider's values \[64, 128\]"
+    ):
         explore_layer_costs(ts, costs, widths, start=100)
 
 
 def test_embedding_scale_marks_sqrt_d() -> None:
-    curves = [{"token": [0.0, 0.5], "position": [1.0, 0.5]}, {"token": [0.25, 1.0], "position": [0.75, 0.0]}]
+    curves = [
+        {"token": [0.0, 0.5], "position": [1.0, 0.5]},
+        {"token": [0.25, 1.0], "position": [0.75, 0.0]},
+    ]
     fig = explore_embedding_scale([1.0, 8.0], curves, [16, 64], start=64)
-    assert fig.layout.sliders[0].active == 1 and fig.layout.title.text == "reading token and position back, d = 64"
+    assert (
+        fig.layout.sliders[0].active == 1
+        and fig.layout.title.text == "reading token and position back, d = 64"
+    )
     token, position, mark = shown(fig, 0)
     assert (list(token.y), list(position.y), list(mark.x)) == ([0.0, 0.5], [1.0, 0.5], [4.0, 4.0])
 
@@ -210,7 +264,9 @@ def test_pe_columns_shows_column_i_at_step_i() -> None:
     assert len(fig.layout.sliders[0].steps) == 3
     for column in range(3):
         (curve,) = shown(fig, column)
-        assert list(curve.x) == [0.0, 1.0, 2.0, 3.0] and list(curve.y) == (table[:, column]).tolist()
+        assert (
+            list(curve.x) == [0.0, 1.0, 2.0, 3.0] and list(curve.y) == (table[:, column]).tolist()
+        )
         assert title_at(fig, column) == f"c{column}"
     with pytest.raises(ValueError, match="table must have 2 dimension"):
         explore_pe_columns(torch.zeros(4))
@@ -221,7 +277,11 @@ def test_temperature_slider_picks_tau_and_buttons_pick_the_mask() -> None:
     unmasked = [torch.full((2, 2), 0.5) * t for t in taus]
     causal = [torch.tensor([[1.0, 0.0], [0.25 * t, 0.75]]) for t in taus]
     fig = explore_temperature({"no mask": unmasked, "causal mask": causal}, taus, ["a", "b"])
-    assert fig.layout.sliders[0].active == 1 and [s.label for s in fig.layout.sliders[0].steps] == ["0.5", "1", "2"]
+    assert fig.layout.sliders[0].active == 1 and [s.label for s in fig.layout.sliders[0].steps] == [
+        "0.5",
+        "1",
+        "2",
+    ]
     assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["no mask", "causal mask"]
     masked = press(fig, 1)
     for i in range(3):
@@ -233,13 +293,22 @@ def test_temperature_slider_picks_tau_and_buttons_pick_the_mask() -> None:
 
 def test_attention_kinds_keep_their_own_rows_and_columns() -> None:
     square, rectangle = torch.eye(2), torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]])
-    fig = explore_attention_kinds({"self": (square, ["a", "b"], ["a", "b"]),
-                                   "cross": (rectangle, ["a", "b"], ["x", "y", "z"])})
+    fig = explore_attention_kinds(
+        {
+            "self": (square, ["a", "b"], ["a", "b"]),
+            "cross": (rectangle, ["a", "b"], ["x", "y", "z"]),
+        }
+    )
     assert [s.label for s in fig.layout.sliders[0].steps] == ["self", "cross"]
     (cross,) = shown(fig, 1)
-    assert (list(cross.x), list(cross.y), [list(r) for r in cross.z]) == (["x", "y", "z"], ["a", "b"],
-                                                                           rectangle.tolist())
-    with pytest.raises(ValueError, match=r"maps\['cross'\]: weights of shape \(2, 3\) but \(2, 2\) labels"):
+    assert (list(cross.x), list(cross.y), [list(r) for r in cross.z]) == (
+        ["x", "y", "z"],
+        ["a", "b"],
+        rectangle.tolist(),
+    )
+    with pytest.raises(
+        ValueError, match=r"maps\['cross'\]: weights of shape \(2, 3\) but \(2, 2\) labels"
+    ):
         explore_attention_kinds({"cross": (rectangle, ["a", "b"], ["x", "y"])})
 
 
@@ -248,7 +317,11 @@ def test_heads_slider_picks_the_head_and_the_menu_the_sequence() -> None:
     fig = explore_heads(weights, [1, -1])
     assert [s.label for s in fig.layout.sliders[0].steps] == ["head 0 (+1)", "head 1 (-1)"]
     menu = fig.layout.updatemenus[0]
-    assert menu.type == "dropdown" and [b.label for b in menu.buttons] == ["sequence 0", "sequence 1", "sequence 2"]
+    assert menu.type == "dropdown" and [b.label for b in menu.buttons] == [
+        "sequence 0",
+        "sequence 1",
+        "sequence 2",
+    ]
     third = press(fig, 2)
     for head in range(2):
         assert [list(r) for r in shown(fig, head)[0].z] == as_lists(weights[0, head])
@@ -274,14 +347,22 @@ def test_ffn_width_keeps_the_target_and_swaps_the_fits() -> None:
     fig = explore_ffn_width([0.0, 1.0], {"target": [0.5, 0.5]}, fits, [2, 8], start=8)
     assert fig.layout.title.text == "1-d FFN with d_ff = 8 hidden units"
     target, relu, gelu = shown(fig, 0)
-    assert (target.name, list(target.y), list(relu.y), list(gelu.y)) == ("target", [0.5, 0.5], [0.0, 2.0], [1.0, 2.0])
+    assert (target.name, list(target.y), list(relu.y), list(gelu.y)) == (
+        "target",
+        [0.5, 0.5],
+        [0.0, 2.0],
+        [1.0, 2.0],
+    )
     assert target.visible is not False  # shown at every width
 
 
 def test_causality_colours_the_positions_that_may_move() -> None:
     changes = torch.tensor([[1.0, 2.0, 3.0], [0.0, 1.0, 2.0], [0.0, 0.0, 1.0]])
     fig = explore_causality(changes, start=1)
-    assert fig.layout.sliders[0].active == 1 and fig.layout.title.text == "target token 1 changed: which logits move?"
+    assert (
+        fig.layout.sliders[0].active == 1
+        and fig.layout.title.text == "target token 1 changed: which logits move?"
+    )
     for t in range(3):
         (bars,) = shown(fig, t)
         assert list(bars.y) == changes[t].tolist()
@@ -303,8 +384,14 @@ def test_noam_shows_one_curve_per_warmup_on_a_shared_scale() -> None:
 def test_alignment_buttons_show_the_mean_or_one_head() -> None:
     snapshots = [torch.rand(2, 3, 4) for _ in range(3)]  # (H, T, S) at three evaluations
     fig = explore_alignment(snapshots, [25, 50, 75], list("abcd"), list("xyz"))
-    assert fig.layout.sliders[0].active == 2 and title_at(fig, 0) == "cross-attention after 25 steps"
-    assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["mean of heads", "head 0", "head 1"]
+    assert (
+        fig.layout.sliders[0].active == 2 and title_at(fig, 0) == "cross-attention after 25 steps"
+    )
+    assert [b.label for b in fig.layout.updatemenus[0].buttons] == [
+        "mean of heads",
+        "head 0",
+        "head 1",
+    ]
     head_1 = press(fig, 2)
     for i, s in enumerate(snapshots):
         assert [list(r) for r in shown(fig, i)[0].z] == as_lists(s.mean(0))
@@ -315,15 +402,19 @@ def test_alignment_buttons_show_the_mean_or_one_head() -> None:
 
 
 def test_sharding_draws_one_row_per_tail_rule() -> None:
-    owners = {"drop": [[(0, 1), (0, 2), (0, 3)], [(0, 1), (1, 1), None]],
-              "pad": [[(0, 1), (0, 2), (0, 3)], [(0, 1), (1, 1), (0, 2)]]}
+    owners = {
+        "drop": [[(0, 1), (0, 2), (0, 3)], [(0, 1), (1, 1), None]],
+        "pad": [[(0, 1), (0, 2), (0, 3)], [(0, 1), (1, 1), (0, 2)]],
+    }
     fig = explore_sharding(owners, [1, 2])
     (table,) = shown(fig, 1)
     assert list(table.y) == ["tail='drop'", "tail='pad'"]
     assert [list(r) for r in table.z] == [[0, 1, None], [0, 1, 0]]
     assert list(table.text[0]) == ["rank 0<br>step 1", "rank 1<br>step 1", "left out"]
     assert title_at(fig, 1) == "2 process(es). drop: 1 steps, 1 left out; pad: 2 steps, 0 left out"
-    with pytest.raises(ValueError, match=r"owners\['pad'\] must have one entry per number of processes"):
+    with pytest.raises(
+        ValueError, match=r"owners\['pad'\] must have one entry per number of processes"
+    ):
         explore_sharding({"pad": owners["pad"][:1]}, [1, 2])
 
 
@@ -332,14 +423,17 @@ def test_accumulation_titles_name_the_peak_of_the_wrong_curve() -> None:
     wrong = [[0.1, 0.2, 0.3, 0.2], [0.2, 0.3, 0.25, 0.2]]
     fig = explore_accumulation([1, 2, 3, 4], right, wrong, [1, 2], start=2)
     assert fig.layout.sliders[0].active == 1
-    assert title_at(fig, 0).endswith("peaks at optimizer step 3") and title_at(fig, 1).endswith("at optimizer step 2")
+    assert title_at(fig, 0).endswith("peaks at optimizer step 3") and title_at(fig, 1).endswith(
+        "at optimizer step 2"
+    )
     fixed, curve = shown(fig, 1)
     assert (list(fixed.y), list(curve.y)) == (right, wrong[1])
     with pytest.raises(ValueError, match="wrong must have one entry per number of micro-batches"):
         explore_accumulation([1, 2, 3, 4], right, wrong[:1], [1, 2], start=2)
 
 
-# --- the module's own rules -------------------------------------------------------------------------------
+# --- the module's own rules
+# -------------------------------------------------------------------------------
 
 
 def test_a_figure_becomes_html_with_its_slider() -> None:
@@ -352,11 +446,19 @@ def test_every_public_function_documents_itself_and_the_shapes_it_takes() -> Non
         function = getattr(explorers, name)
         doc = inspect.getdoc(function) or ""
         assert doc, f"{name} has no docstring"
-        takes_tensors = any(word in str(inspect.signature(function)) for word in ("Tensor", "Values", "Grid"))
-        assert not takes_tensors or "Shape:" in doc, f"{name} takes tensors but its docstring has no Shape: section"
+        takes_tensors = any(
+            word in str(inspect.signature(function)) for word in ("Tensor", "Values", "Grid")
+        )
+        assert not takes_tensors or "Shape:" in doc, (
+            f"{name} takes tensors but its docstring has no Shape: section"
+        )
 
 
 def test_the_module_prints_nothing() -> None:
     tree = ast.parse(Path(explorers.__file__).read_text(encoding="utf-8"))
-    calls = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    calls = [
+        n.func.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    ]
     assert "print" not in calls

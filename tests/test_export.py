@@ -1,9 +1,9 @@
 """The ONNX export (issue 28): both graphs run in ONNX Runtime and agree with the PyTorch model.
 
 A small model (random weights, dropout on, so that a graph exported in training mode would differ)
-with a real BPE tokenizer, trained on Multi30k's first training pairs when ``MULTI30K_DIR`` is set and
-on a few built-in sentences otherwise, is exported; the graphs translate real German sentences of
-different lengths in one padded batch.
+with a real BPE tokenizer, trained on Multi30k's first training pairs when ``MULTI30K_DIR`` is set
+and on a few built-in sentences otherwise, is exported; the graphs translate real German sentences
+of different lengths in one padded batch.
 """
 
 from __future__ import annotations
@@ -44,7 +44,12 @@ SENTENCES = [
     "Ein kleines Mädchen klettert in ein Spielhaus aus Holz.",
     "Mehrere Männer mit Schutzhelmen bedienen ein Antriebsradsystem.",
 ]
-ENGLISH = ["A man rides a bike.", "Two dogs play in the snow.", "A woman sits on a bench.", "Children."]
+ENGLISH = [
+    "A man rides a bike.",
+    "Two dogs play in the snow.",
+    "A woman sits on a bench.",
+    "Children.",
+]
 
 
 def _sentences() -> tuple[list[str], list[str]]:
@@ -58,31 +63,53 @@ def _sentences() -> tuple[list[str], list[str]]:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The exported files, the model (still in training mode) and a padded batch of real sentences."""
+    """The exported files, the model (still in training mode) and a padded batch of real
+    sentences."""
     model, tokenizer, sentences = copy_model(d_model=32)
     ids = tokenizer.encode_batch(sentences)
     paths = export_onnx(model, tokenizer, tmp_path_factory.mktemp("onnx"))
     batch = make_batch(ids, ids[::-1], tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
     sessions = {name: ort.InferenceSession(str(paths[name])) for name in ("encoder", "decoder")}
-    return {"model": model, "tokenizer": tokenizer, "paths": paths, "batch": batch, "sessions": sessions}
+    return {
+        "model": model,
+        "tokenizer": tokenizer,
+        "paths": paths,
+        "batch": batch,
+        "sessions": sessions,
+    }
 
 
-def copy_model(d_model: int, steps: int = 150, **settings: Any) -> tuple[Transformer, BPETokenizer, list[str]]:
-    """A 2 + 2-layer model (dropout on, left in training mode) taught to copy real German sentences a little,
-    its BPE tokenizer, and the sentences. ``settings``: more fields of its :class:`~.TransformerConfig`."""
+def copy_model(
+    d_model: int, steps: int = 150, **settings: Any
+) -> tuple[Transformer, BPETokenizer, list[str]]:
+    """A 2 + 2-layer model (dropout on, left in training mode) taught to copy real German sentences
+    a little,
+    its BPE tokenizer, and the sentences. ``settings``: more fields of its
+    :class:`~.TransformerConfig`."""
     corpus, sentences = _sentences()
     tokenizer = train_bpe_tokenizer(corpus, vocab_size=1000, min_frequency=1)
     torch.manual_seed(0)
     vocab = tokenizer.vocab_size
-    sizes = {"d_model": d_model, "num_heads": 4, "d_ff": 2 * d_model, "num_encoder_layers": 2, "num_decoder_layers": 2}
-    config = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, dropout=0.1, max_len=128, **sizes | settings)
+    sizes = {
+        "d_model": d_model,
+        "num_heads": 4,
+        "d_ff": 2 * d_model,
+        "num_encoder_layers": 2,
+        "num_decoder_layers": 2,
+    }
+    config = TransformerConfig(
+        src_vocab_size=vocab, tgt_vocab_size=vocab, dropout=0.1, max_len=128, **sizes | settings
+    )
     model, ids = Transformer(config), tokenizer.encode_batch(sentences)
-    _learn_to_copy(model, make_batch(ids, ids, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id), steps)
+    _learn_to_copy(
+        model, make_batch(ids, ids, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id), steps
+    )
     return model, tokenizer, sentences
 
 
 def _learn_to_copy(model: Transformer, batch: Batch, steps: int = 150) -> None:
-    """Train ``model`` a little to copy its sources, so that greedy decoding ends rows at different lengths."""
+    """Train ``model`` a little to copy its sources, so that greedy decoding ends rows at different
+    lengths."""
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(steps):
         loss = sequence_loss(model(batch.src, batch.tgt_in), batch.tgt_out, pad_id=0)
@@ -101,7 +128,11 @@ def test_export_writes_the_two_graphs_and_the_tokenizer_and_leaves_the_model_as_
     exported: dict[str, Any],
 ) -> None:
     paths, model, tokenizer = exported["paths"], exported["model"], exported["tokenizer"]
-    assert {p.name for p in paths["encoder"].parent.iterdir()} == {"encoder.onnx", "decoder.onnx", "tokenizer.json"}
+    assert {p.name for p in paths["encoder"].parent.iterdir()} == {
+        "encoder.onnx",
+        "decoder.onnx",
+        "tokenizer.json",
+    }
     assert json.loads(paths["tokenizer"].read_text()) == json.loads(tokenizer.to_json_str())
     assert model.training and next(model.parameters()).dtype == torch.float32
     names = {name: [i.name for i in s.get_inputs()] for name, s in exported["sessions"].items()}
@@ -111,9 +142,13 @@ def test_export_writes_the_two_graphs_and_the_tokenizer_and_leaves_the_model_as_
 def test_onnx_logits_equal_pytorch_logits_on_a_padded_batch(exported: dict[str, Any]) -> None:
     batch, sessions, model = exported["batch"], exported["sessions"], exported["model"]
     src, tgt = batch.src, batch.tgt_in
-    assert (src == 0).any() and (tgt == 0).any() and src.size(1) != tgt.size(1), "padding, two lengths"
+    assert (src == 0).any() and (tgt == 0).any() and src.size(1) != tgt.size(1), (
+        "padding, two lengths"
+    )
     memory = sessions["encoder"].run(None, {"src": src.numpy()})[0]
-    logits = sessions["decoder"].run(None, {"tgt": tgt.numpy(), "memory": memory, "src": src.numpy()})[0]
+    logits = sessions["decoder"].run(
+        None, {"tgt": tgt.numpy(), "memory": memory, "src": src.numpy()}
+    )[0]
     with eval_mode(model):
         expected_memory, expected = model.encode(src), model(src, tgt)
     np.testing.assert_allclose(memory, expected_memory.numpy(), rtol=0, atol=ATOL)
@@ -121,13 +156,24 @@ def test_onnx_logits_equal_pytorch_logits_on_a_padded_batch(exported: dict[str, 
     np.testing.assert_allclose(logits[real], expected.numpy()[real], rtol=0, atol=ATOL)
 
 
-def test_greedy_decoding_through_onnx_gives_the_tokens_of_greedy_decode(exported: dict[str, Any]) -> None:
+def test_greedy_decoding_through_onnx_gives_the_tokens_of_greedy_decode(
+    exported: dict[str, Any],
+) -> None:
     src, tokenizer, model = exported["batch"].src, exported["tokenizer"], exported["model"]
     finished = greedy_decode(model, src, 40, tokenizer.bos_id, tokenizer.eos_id) == tokenizer.eos_id
-    assert 1 < finished.any(dim=1).sum() and finished.int().argmax(dim=1).unique().numel() > 1, "ends differ"
+    assert 1 < finished.any(dim=1).sum() and finished.int().argmax(dim=1).unique().numel() > 1, (
+        "ends differ"
+    )
     for rows in (src, src[3:4]):  # the padded batch, and one sentence alone
         expected = greedy_decode(model, rows, 40, tokenizer.bos_id, tokenizer.eos_id)
-        got = onnx_greedy(exported["sessions"], rows.numpy(), 40, tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id)
+        got = onnx_greedy(
+            exported["sessions"],
+            rows.numpy(),
+            40,
+            tokenizer.bos_id,
+            tokenizer.eos_id,
+            tokenizer.pad_id,
+        )
         assert got.tolist() == expected.tolist()
 
 
@@ -135,18 +181,36 @@ def test_export_onnx_command_exports_a_saved_checkpoint(
     exported: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     checkpoint = _save(exported, tmp_path)
-    assert main(["export-onnx", "--checkpoint", str(checkpoint), "--out", str(tmp_path / "web")]) == 0
+    assert (
+        main(["export-onnx", "--checkpoint", str(checkpoint), "--out", str(tmp_path / "web")]) == 0
+    )
     printed = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert printed == {name: str(tmp_path / "web" / f"{name}.{ext}") for name, ext in
-                       (("encoder", "onnx"), ("decoder", "onnx"), ("tokenizer", "json"))}  # fmt: skip
-    same = [Path(printed[n]).read_bytes() == exported["paths"][n].read_bytes() for n in ("tokenizer", "decoder")]
+    assert printed == {
+        name: str(tmp_path / "web" / f"{name}.{ext}")
+        for name, ext in (("encoder", "onnx"), ("decoder", "onnx"), ("tokenizer", "json"))
+    }
+    same = [
+        Path(printed[n]).read_bytes() == exported["paths"][n].read_bytes()
+        for n in ("tokenizer", "decoder")
+    ]
     assert same == [True, True], "the same model gives the same files"
 
 
 def test_export_onnx_command_refuses_a_missing_checkpoint_and_a_file_as_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["export-onnx", "--checkpoint", str(tmp_path / "none.safetensors"), "--out", str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "export-onnx",
+                "--checkpoint",
+                str(tmp_path / "none.safetensors"),
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     assert "does not exist" in capsys.readouterr().err
     (tmp_path / "file").write_text("")
     assert main(["export-onnx", "--checkpoint", "x", "--out", str(tmp_path / "file")]) == 2
@@ -155,7 +219,10 @@ def test_export_onnx_command_refuses_a_missing_checkpoint_and_a_file_as_out(
 
 
 def test_export_onnx_command_says_how_to_install_a_missing_exporter(
-    exported: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    exported: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     checkpoint = _save(exported, tmp_path)
 
@@ -163,7 +230,9 @@ def test_export_onnx_command_says_how_to_install_a_missing_exporter(
         raise ModuleNotFoundError("No module named 'onnxscript'")
 
     monkeypatch.setattr(torch.onnx, "export", no_onnxscript)
-    assert main(["export-onnx", "--checkpoint", str(checkpoint), "--out", str(tmp_path / "web")]) == 2
+    assert (
+        main(["export-onnx", "--checkpoint", str(checkpoint), "--out", str(tmp_path / "web")]) == 2
+    )
     err = capsys.readouterr().err
     assert "No module named 'onnxscript'" in err and "transformer-lib[export]" in err
     assert not (tmp_path / "web").exists()

@@ -1,8 +1,8 @@
 """The glossary (glossary.md) and the notation page (notation.md) agree with the chapters.
 
-Every glossary term gives its Chinese term and links the chapter that teaches it; every `{term}` link of
-the book names a glossary term; every glossary term is linked from some chapter; and the notation page
-lists the book's main symbols.
+Every glossary term gives its Chinese term and links the chapter that teaches it; every `{term}`
+link of the book names a glossary term; every glossary term is linked from some chapter; and the
+notation page lists the book's main symbols.
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ def chapter_markdown() -> dict[str, str]:
     chapters = {}
     for path in NOTEBOOKS:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        chapters[path.name] = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        chapters[path.name] = "\n\n".join(
+            "".join(c["source"]) for c in cells if c["cell_type"] == "markdown"
+        )
     return chapters
 
 
@@ -75,10 +77,16 @@ def test_the_glossary_has_terms() -> None:
 def test_every_term_gives_its_chinese_term_and_its_chapter(term: str) -> None:
     definition = ENTRIES[term]
     assert CJK.search(definition), f"{term!r}: no Chinese term in its definition"
-    chapters = [target for target in DOC_ROLE.findall(definition) if target.startswith(("chapters/", "/chapters/"))]
+    chapters = [
+        target
+        for target in DOC_ROLE.findall(definition)
+        if target.startswith(("chapters/", "/chapters/"))
+    ]
     assert chapters, f"{term!r}: no {{doc}} link to the chapter that teaches it"
     for target in chapters:
-        assert (ROOT / f"{target.lstrip('/')}.ipynb").is_file(), f"{term!r} links {target}, which does not exist"
+        assert (ROOT / f"{target.lstrip('/')}.ipynb").is_file(), (
+            f"{term!r} links {target}, which does not exist"
+        )
 
 
 def test_every_term_link_names_a_glossary_term() -> None:
@@ -94,13 +102,20 @@ def test_every_term_link_names_a_glossary_term() -> None:
 
 
 def test_every_glossary_term_is_linked_from_a_chapter() -> None:
-    linked = {normalized(term_target(text)) for md in chapter_markdown().values() for text in TERM_ROLE.findall(md)}
+    linked = {
+        normalized(term_target(text))
+        for md in chapter_markdown().values()
+        for text in TERM_ROLE.findall(md)
+    }
     unlinked = [term for term in ENTRIES if normalized(term) not in linked]
-    assert not unlinked, f"{len(unlinked)} glossary terms no chapter links with {{term}}: {unlinked}"
+    assert not unlinked, (
+        f"{len(unlinked)} glossary terms no chapter links with {{term}}: {unlinked}"
+    )
 
 
 def notation_symbols() -> set[str]:
-    """The symbols in the first column of notation.md's tables, in plain form: $d_{\\text{model}}$ -> d_model."""
+    """The symbols in the first column of notation.md's tables, in plain form: $d_{\\text{model}}$
+    -> d_model."""
     symbols = set()
     for line in NOTATION.read_text(encoding="utf-8").splitlines():
         if line.startswith("|"):

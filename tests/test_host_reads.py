@@ -52,7 +52,13 @@ def count_host_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
         for name in READS:
             original = getattr(torch.Tensor, name)
 
-            def counted(self: torch.Tensor, *args: Any, _name: str = name, _original: Any = original, **kw: Any) -> Any:
+            def counted(
+                self: torch.Tensor,
+                *args: Any,
+                _name: str = name,
+                _original: Any = original,
+                **kw: Any,
+            ) -> Any:
                 counts[_name] += 1
                 return _original(self, *args, **kw)
 
@@ -88,11 +94,16 @@ VARIANTS = [
 ]
 
 
-@pytest.mark.parametrize("overrides", VARIANTS, ids=["paper", "preln-rms-swiglu", "rope-gqa", "learned-shared"])
+@pytest.mark.parametrize(
+    "overrides", VARIANTS, ids=["paper", "preln-rms-swiglu", "rope-gqa", "learned-shared"]
+)
 def test_a_forward_pass_reads_nothing_back(
-    tiny_model: Callable[..., Transformer], monkeypatch: pytest.MonkeyPatch, overrides: dict[str, Any]
+    tiny_model: Callable[..., Transformer],
+    monkeypatch: pytest.MonkeyPatch,
+    overrides: dict[str, Any],
 ) -> None:
-    """``model(src, tgt)`` with the masks built from the padding, in eval and in train mode, and its backward."""
+    """``model(src, tgt)`` with the masks built from the padding, in eval and in train mode, and its
+    backward."""
     model = tiny_model(**overrides)
     src, tgt = _batch(model.config)
     with count_host_reads(monkeypatch) as counts:
@@ -102,11 +113,16 @@ def test_a_forward_pass_reads_nothing_back(
     assert sum(counts.values()) == 0, f"host reads in a forward pass: {dict(counts)}"
 
 
-@pytest.mark.parametrize("overrides", VARIANTS, ids=["paper", "preln-rms-swiglu", "rope-gqa", "learned-shared"])
+@pytest.mark.parametrize(
+    "overrides", VARIANTS, ids=["paper", "preln-rms-swiglu", "rope-gqa", "learned-shared"]
+)
 def test_a_cached_decoding_step_reads_nothing_back(
-    tiny_model: Callable[..., Transformer], monkeypatch: pytest.MonkeyPatch, overrides: dict[str, Any]
+    tiny_model: Callable[..., Transformer],
+    monkeypatch: pytest.MonkeyPatch,
+    overrides: dict[str, Any],
 ) -> None:
-    """The first step (which fills the cross-attention cache) and a later one, as ``greedy_decode`` calls them."""
+    """The first step (which fills the cross-attention cache) and a later one, as ``greedy_decode``
+    calls them."""
     model = tiny_model(**overrides)
     src, tgt = _batch(model.config)
     src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
@@ -116,13 +132,16 @@ def test_a_cached_decoding_step_reads_nothing_back(
         for step in range(3):
             with count_host_reads(monkeypatch) as counts:
                 model.decode(tgt[:, step : step + 1], memory, src_mask, cache=cache)  # (B, 1, V)
-            assert sum(counts.values()) == 0, f"host reads in cached decoding step {step}: {dict(counts)}"
+            assert sum(counts.values()) == 0, (
+                f"host reads in cached decoding step {step}: {dict(counts)}"
+            )
     assert cache[0][0].length == 3  # the steps did run against the cache
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_a_gpu_neither_synchronises(tiny_config: Callable[..., Any]) -> None:
-    """CUDA's own check: ``set_sync_debug_mode("error")`` raises at any operation that waits for the device."""
+    """CUDA's own check: ``set_sync_debug_mode("error")`` raises at any operation that waits for the
+    device."""
     torch.manual_seed(0)
     model = Transformer(tiny_config()).cuda().eval()
     src, tgt = (t.cuda() for t in _batch(model.config))

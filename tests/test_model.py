@@ -1,4 +1,5 @@
-"""Whole-model properties: causality, padding invariance, logits, weight tying, KV-cached decoding."""
+"""Whole-model properties: causality, padding invariance, logits, weight tying, KV-cached
+decoding."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def test_source_changes_logits(tiny_model) -> None:
     changed = src.clone()
     changed[:, 2] = changed[:, 2] % 10 + 1
     check_depends_on_input(lambda s: model(s, tgt), src, changed, min_change=1e-4)
-    check_depends_on_input(lambda s: model(s, tgt), src, src.flip(1), min_change=1e-4)  # order matters (positions)
+    # order matters (positions)
+    check_depends_on_input(lambda s: model(s, tgt), src, src.flip(1), min_change=1e-4)
 
 
 def test_encode_then_decode_equals_forward(tiny_model) -> None:
@@ -65,7 +67,8 @@ def test_encode_then_decode_equals_forward(tiny_model) -> None:
 
 
 def test_masks_left_as_none_are_built_from_the_padding(tiny_model) -> None:
-    """``model(src, tgt)`` = the same call with ``padding_mask(src)`` and ``target_mask(tgt)`` given, padded or not."""
+    """``model(src, tgt)`` = the same call with ``padding_mask(src)`` and ``target_mask(tgt)``
+    given, padded or not."""
     model = tiny_model()
     src, tgt = ids(2, 6, 11), ids(2, 5, 13, seed=1)
     padded_src, padded_tgt = src.clone(), tgt.clone()
@@ -73,13 +76,19 @@ def test_masks_left_as_none_are_built_from_the_padding(tiny_model) -> None:
     for s, t in ((src, tgt), (padded_src, padded_tgt)):
         explicit = model(s, t, padding_mask(s, PAD), target_mask(t, PAD))
         assert_close(model(s, t), explicit, rtol=0, atol=0)
-    assert max_diff(model(padded_src, padded_tgt, padding_mask(src, PAD)), model(padded_src, padded_tgt)) > 1e-6
+    assert (
+        max_diff(
+            model(padded_src, padded_tgt, padding_mask(src, PAD)), model(padded_src, padded_tgt)
+        )
+        > 1e-6
+    )
 
 
 def test_outputs_are_logits(tiny_model) -> None:
     model = tiny_model()
     logits = model(ids(2, 6, 11), ids(2, 5, 13, seed=1))
-    check_outputs_are_logits(logits, vocab_size=13)  # width 13, not probabilities, not log-probabilities
+    # width 13, not probabilities, not log-probabilities
+    check_outputs_are_logits(logits, vocab_size=13)
     assert max_diff(logits.log_softmax(-1), logits) > 1e-3  # not log-probabilities either
 
 
@@ -87,7 +96,9 @@ def test_tied_and_shared_embeddings_count_parameters_once(tiny_config) -> None:
     d_model, vocab = 16, 13
     untied = Transformer(tiny_config(src_vocab_size=vocab, tie_embeddings=False))
     tied = Transformer(tiny_config(src_vocab_size=vocab, tie_embeddings=True))
-    shared = Transformer(tiny_config(src_vocab_size=vocab, tie_embeddings=True, share_embeddings=True))
+    shared = Transformer(
+        tiny_config(src_vocab_size=vocab, tie_embeddings=True, share_embeddings=True)
+    )
     assert untied.num_parameters() - tied.num_parameters() == vocab * d_model
     assert tied.num_parameters() - shared.num_parameters() == vocab * d_model
     assert tied.generator.weight is tied.tgt_embed.embedding.weight
@@ -117,7 +128,8 @@ def test_cache_reorder_selects_batch_rows(tiny_model) -> None:
     src, tgt = ids(2, 5, 11), ids(2, 4, 13, seed=1)
     memory = model.encode(src)
     cache = model.new_cache()
-    prefill = model.decode(tgt[:, :3], memory, cache=cache)  # several positions at once: still causal
+    # several positions at once: still causal
+    prefill = model.decode(tgt[:, :3], memory, cache=cache)
     assert_close(prefill, model.decode(tgt[:, :3], memory), rtol=0, atol=1e-10)
     index = torch.tensor([1, 1, 0])
     for self_cache, cross_cache in cache:
@@ -136,8 +148,11 @@ def test_model_is_deterministic_in_eval_and_random_in_train(tiny_model) -> None:
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_pytorchs_transformer_with_the_mapped_weights_gives_our_logits(tiny_config, norm_first: bool) -> None:
-    """transformer_book.reference: nn.Transformer inside TorchTransformer, loaded with torch_state_dict(ours)."""
+def test_pytorchs_transformer_with_the_mapped_weights_gives_our_logits(
+    tiny_config, norm_first: bool
+) -> None:
+    """transformer_book.reference: nn.Transformer inside TorchTransformer, loaded with
+    torch_state_dict(ours)."""
     torch.manual_seed(0)
     ours = randomize_(Transformer(tiny_config(norm_first=norm_first, dropout=0.0))).double().eval()
     theirs = TorchTransformer(ours.config).double().eval()
@@ -146,14 +161,16 @@ def test_pytorchs_transformer_with_the_mapped_weights_gives_our_logits(tiny_conf
     tgt = torch.tensor([[1, 3, 4, 5], [1, 7, 0, 0]])  # padded target
     with torch.no_grad():
         mine, pytorch = ours(src, tgt), theirs(src, tgt)
-    real = tgt != 0  # PyTorch gives padded query rows other values; only real positions are compared
+    # PyTorch gives padded query rows other values; only real positions are compared
+    real = tgt != 0
     torch.testing.assert_close(pytorch[real], mine[real])
     with pytest.raises(ValueError, match="the paper's model only"):
         TorchTransformer(tiny_config(positional="rope"))
 
 
 def test_a_training_forward_with_padding_compiles_as_one_graph(tiny_config) -> None:
-    """torch.compile sees the whole forward: it reads no value back to the host, which would end the graph there."""
+    """torch.compile sees the whole forward: it reads no value back to the host, which would end the
+    graph there."""
     import torch._dynamo
 
     model = Transformer(tiny_config(dropout=0.1)).train()
@@ -166,7 +183,8 @@ def test_a_training_forward_with_padding_compiles_as_one_graph(tiny_config) -> N
 
 
 def test_the_model_runs_on_the_meta_device_to_count_flops(tiny_config) -> None:
-    """Shapes without values: a forward pass reads none, so FLOPs can be counted without computing anything."""
+    """Shapes without values: a forward pass reads none, so FLOPs can be counted without computing
+    anything."""
     from torch.utils.flop_counter import FlopCounterMode
 
     with torch.device("meta"):

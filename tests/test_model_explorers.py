@@ -1,4 +1,5 @@
-"""The explorers of chapters 11, 12 and 15: each slider value shows its own data, buttons swap it, bad input fails."""
+"""The explorers of chapters 11, 12 and 15: each slider value shows its own data, buttons swap it,
+bad input fails."""
 
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ def test_cross_attention_shows_panel_i_at_step_i_with_the_tokens_as_labels() -> 
     for i, (label, weights) in enumerate(panels.items()):
         (heatmap,) = shown(fig, i)
         assert [list(r) for r in heatmap.z] == as_lists(weights)
-        assert list(heatmap.x) == ["0:a", "1:b", "2:c", "3:d"] and list(heatmap.y) == ["0:x", "1:y", "2:z"]
+        assert list(heatmap.x) == ["0:a", "1:b", "2:c", "3:d"] and list(heatmap.y) == [
+            "0:x",
+            "1:y",
+            "2:z",
+        ]
         assert title_at(fig, i) == f"cross-attention: {label}"
     with pytest.raises(ValueError, match="start='layer 5'"):
         explore_cross_attention(panels, list("abcd"), list("xyz"), start="layer 5")
@@ -33,10 +38,16 @@ def test_attention_memory_keeps_the_marks_and_swaps_the_curves_by_heads_and_by_b
     lengths = [64, 128, 256]
     f32 = [{"scores": [h * 1.0, h * 4.0, h * 16.0], "cache": [1.0, 2.0, 4.0]} for h in (1, 8)]
     bf16 = [{"scores": [h * 0.5, h * 2.0, h * 8.0], "cache": [0.5, 1.0, 2.0]} for h in (1, 8)]
-    fig = explore_attention_memory(lengths, {"float32": f32, "bfloat16": bf16}, [1, 8], start=8, marks_gib=(16.0,))
+    fig = explore_attention_memory(
+        lengths, {"float32": f32, "bfloat16": bf16}, [1, 8], start=8, marks_gib=(16.0,)
+    )
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     marks, scores, cache = shown(fig, 1)  # the fixed 16 GiB line first, then the curves of 8 heads
-    assert list(marks.y) == [16.0] * 3 and list(scores.y) == [8.0, 32.0, 128.0] and list(cache.y) == [1.0, 2.0, 4.0]
+    assert (
+        list(marks.y) == [16.0] * 3
+        and list(scores.y) == [8.0, 32.0, 128.0]
+        and list(cache.y) == [1.0, 2.0, 4.0]
+    )
     halved = press(fig, 1)
     assert list(shown(halved, 1)[1].y) == [4.0, 16.0, 64.0]
     assert list(shown(halved, 0)[1].y) == [0.5, 2.0, 8.0]
@@ -46,7 +57,9 @@ def test_attention_memory_keeps_the_marks_and_swaps_the_curves_by_heads_and_by_b
 
 def test_kv_cache_sizes_draw_one_bar_per_kv_head_count_and_name_the_length() -> None:
     sizes = [[8.0, 4.0, 1.0], [16.0, 8.0, 2.0]]
-    fig = explore_kv_cache_sizes(sizes, [8, 4, 1], [128, 256], start=256, title="cache at {length} tokens")
+    fig = explore_kv_cache_sizes(
+        sizes, [8, 4, 1], [128, 256], start=256, title="cache at {length} tokens"
+    )
     assert fig.layout.sliders[0].active == 1 and title_at(fig, 0) == "cache at 128 tokens"
     for i, size in enumerate(sizes):
         (bars,) = shown(fig, i)

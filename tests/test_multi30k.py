@@ -1,7 +1,8 @@
 """The Multi30k loader: verified files, atomic downloads, fast and helpful failure offline.
 
 No test here touches the internet: downloads are served by a local HTTP server on 127.0.0.1
-from a temporary copy of the data (the ``multi30k_dir`` fixture of the repository's ``conftest.py``).
+from a temporary copy of the data (the ``multi30k_dir`` fixture of the repository's
+``conftest.py``).
 """
 
 from __future__ import annotations
@@ -58,7 +59,10 @@ def serve() -> Iterator:
 def test_the_data_set_loads_with_the_documented_sizes(multi30k_dir: Path) -> None:
     data = load_multi30k(multi30k_dir)
     assert {split: len(pairs) for split, pairs in data.items()} == multi30k.SIZES
-    assert data["val"][0] == ("Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen", data["val"][0][1])
+    assert data["val"][0] == (
+        "Eine Gruppe von Männern lädt Baumwolle auf einen Lastwagen",
+        data["val"][0][1],
+    )
     assert data["val"][0][1].startswith("A group of men are loading cotton")
     assert all("\n" not in de and "\n" not in en and de and en for de, en in data["train"])
 
@@ -71,7 +75,9 @@ def test_data_dir_comes_from_the_environment_when_not_given(
     assert len(load_split("test_2016_flickr")) == 1000
 
 
-def test_corrupted_file_is_refused_naming_file_and_hashes(multi30k_dir: Path, tmp_path: Path) -> None:
+def test_corrupted_file_is_refused_naming_file_and_hashes(
+    multi30k_dir: Path, tmp_path: Path
+) -> None:
     for name in ("val.de.gz", "val.en.gz"):
         shutil.copy(multi30k_dir / name, tmp_path / name)
     corrupted = bytearray((tmp_path / "val.en.gz").read_bytes())
@@ -83,14 +89,19 @@ def test_corrupted_file_is_refused_naming_file_and_hashes(multi30k_dir: Path, tm
     assert "val.en.gz" in message
     assert multi30k.SHA256["val.en.gz"] in message
     assert multi30k.sha256_of(tmp_path / "val.en.gz") in message
-    assert (tmp_path / "val.en.gz").read_bytes() == bytes(corrupted), "a refused file must be left for inspection"
+    assert (tmp_path / "val.en.gz").read_bytes() == bytes(corrupted), (
+        "a refused file must be left for inspection"
+    )
 
 
-def test_offline_without_cache_fails_at_once_saying_how_to_provide_the_files(tmp_path: Path) -> None:
+def test_offline_without_cache_fails_at_once_saying_how_to_provide_the_files(
+    tmp_path: Path,
+) -> None:
     cache = tmp_path / "cache"
     start = time.perf_counter()
     with pytest.raises(DownloadError) as info:
-        load_multi30k(cache, base_url="http://127.0.0.1:1/")  # nothing listens on port 1: refused at once
+        # nothing listens on port 1: refused at once
+        load_multi30k(cache, base_url="http://127.0.0.1:1/")
     assert time.perf_counter() - start < 5.0
     message = str(info.value)
     assert "MULTI30K_DIR" in message and "--data-dir" in message and "train.de.gz" in message
@@ -126,7 +137,9 @@ def test_download_with_wrong_content_is_refused_and_leaves_nothing(tmp_path: Pat
     assert list(cache.iterdir()) == []
 
 
-def test_interrupted_download_leaves_no_partial_file(multi30k_dir: Path, tmp_path: Path, serve) -> None:
+def test_interrupted_download_leaves_no_partial_file(
+    multi30k_dir: Path, tmp_path: Path, serve
+) -> None:
     served = tmp_path / "served"
     shutil.copytree(multi30k_dir, served)
     cache = tmp_path / "cache"

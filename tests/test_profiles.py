@@ -1,4 +1,5 @@
-"""The translation profiles as configurations: each builds its model and trains, on the CPU, before any reader's run.
+"""The translation profiles as configurations: each builds its model and trains, on the CPU, before
+any reader's run.
 
 The ``gpu`` profile is meant for a GPU (Colab's T4), which the tests do not have: building its model
 and taking 3 optimizer steps with its own training configuration on the CPU, with tiny batches,
@@ -18,7 +19,12 @@ from transformer_lib import Transformer
 from transformer_lib.data.batching import make_batch
 from transformer_lib.runtime import amp_for_device
 from transformer_lib.training import train
-from transformer_tasks.translation import TRANSLATION_PROFILES, TranslationConfig, apply_overrides, translation_profile
+from transformer_tasks.translation import (
+    TRANSLATION_PROFILES,
+    TranslationConfig,
+    apply_overrides,
+    translation_profile,
+)
 from transformer_tasks.translation.profiles import settable_fields
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -26,7 +32,8 @@ VOCAB = 64
 
 
 def tiny_batches(epoch: int) -> list:
-    """Three batches of two short sentences in epoch 0, none afterwards (training stops after 3 steps)."""
+    """Three batches of two short sentences in epoch 0, none afterwards (training stops after 3
+    steps)."""
     if epoch > 0:
         return []
     gen = torch.Generator().manual_seed(epoch)
@@ -55,22 +62,44 @@ def test_every_profile_builds_its_model_and_takes_three_steps_on_the_cpu(name: s
 
 def test_the_gpu_profile_is_sized_for_a_t4() -> None:
     gpu = translation_profile("gpu")
-    assert gpu.train.amp == "auto" and amp_for_device("cuda", cuda_capability=(7, 5)) == "fp16"  # T4: float16
-    assert gpu.train.time_budget_s is not None and gpu.train.time_budget_s <= 13 * 60  # + validation, decoding < 15 min
+    # T4: float16
+    assert gpu.train.amp == "auto" and amp_for_device("cuda", cuda_capability=(7, 5)) == "fp16"
+    # + validation, decoding < 15 min
+    assert gpu.train.time_budget_s is not None and gpu.train.time_budget_s <= 13 * 60
     assert gpu.train.schedule == "linear" and gpu.train.max_steps is not None
     params = Transformer(gpu.model).num_parameters()
-    # float32 weights, gradients and Adam's two moments: 16 bytes per parameter, far below a T4's 16 GB
+    # float32 weights, gradients and Adam's two moments: 16 bytes per parameter, far below a T4's 16
+    # GB
     assert 16 * params < 2**30
 
 
 def test_the_profiles_keep_the_values_of_the_stored_runs() -> None:
     """Chapter 11's stored run and results/*.json were measured with these values."""
     cpu = TRANSLATION_PROFILES["cpu"]
-    model = (cpu.model.d_model, cpu.model.num_heads, cpu.model.num_encoder_layers, cpu.model.d_ff, cpu.model.dropout)
-    assert model == (256, 4, 3, 1024, 0.1) and cpu.model.src_vocab_size == cpu.data.vocab_size == 8000
-    train = (cpu.train.lr, cpu.train.warmup_steps, cpu.train.max_steps, cpu.train.time_budget_s, cpu.train.schedule)
+    model = (
+        cpu.model.d_model,
+        cpu.model.num_heads,
+        cpu.model.num_encoder_layers,
+        cpu.model.d_ff,
+        cpu.model.dropout,
+    )
+    assert (
+        model == (256, 4, 3, 1024, 0.1) and cpu.model.src_vocab_size == cpu.data.vocab_size == 8000
+    )
+    train = (
+        cpu.train.lr,
+        cpu.train.warmup_steps,
+        cpu.train.max_steps,
+        cpu.train.time_budget_s,
+        cpu.train.schedule,
+    )
     assert train == (2e-3, 300, 900, 1800.0, "linear") and cpu.train.amp == "auto"
-    assert (cpu.decode.beam_size, cpu.decode.length_penalty, cpu.decode.max_len_a, cpu.decode.max_len_b) == (
+    assert (
+        cpu.decode.beam_size,
+        cpu.decode.length_penalty,
+        cpu.decode.max_len_a,
+        cpu.decode.max_len_b,
+    ) == (
         4,
         1.0,
         1.5,
@@ -78,9 +107,17 @@ def test_the_profiles_keep_the_values_of_the_stored_runs() -> None:
     )
     assert (cpu.data.max_tokens, cpu.average_last, cpu.num_threads) == (4000, 3, None)
     smoke = TRANSLATION_PROFILES["smoke"]
-    assert (smoke.data.train_limit, smoke.data.vocab_size, smoke.decode.length_penalty, smoke.num_threads) == (
-        3000, 1000, 0.6, 1,
-    )  # fmt: skip
+    assert (
+        smoke.data.train_limit,
+        smoke.data.vocab_size,
+        smoke.decode.length_penalty,
+        smoke.num_threads,
+    ) == (
+        3000,
+        1000,
+        0.6,
+        1,
+    )
 
 
 def test_set_reaches_every_section_parsing_by_the_fields_types() -> None:
@@ -88,43 +125,88 @@ def test_set_reaches_every_section_parsing_by_the_fields_types() -> None:
     changed = apply_overrides(
         cpu,
         [
-            "train.lr=1e-3", "train.grad_accum=2", "train.clip_norm=1", "train.adam_betas=0.9, 0.99", "train.mode=min",
-            "train.time_budget_s=None", "model.positional=rope", "model.norm_first=false", "model.num_kv_heads=2",
-            "decode.beam_size=6", "data.vocab_size=500", "average_last=1",
+            "train.lr=1e-3",
+            "train.grad_accum=2",
+            "train.clip_norm=1",
+            "train.adam_betas=0.9, 0.99",
+            "train.mode=min",
+            "train.time_budget_s=None",
+            "model.positional=rope",
+            "model.norm_first=false",
+            "model.num_kv_heads=2",
+            "decode.beam_size=6",
+            "data.vocab_size=500",
+            "average_last=1",
         ],
-    )  # fmt: skip
+    )
     assert (changed.train.lr, changed.train.grad_accum, changed.train.clip_norm) == (1e-3, 2, 1.0)
     assert (
-        changed.train.adam_betas == (0.9, 0.99) and changed.train.mode == "min" and changed.train.time_budget_s is None
+        changed.train.adam_betas == (0.9, 0.99)
+        and changed.train.mode == "min"
+        and changed.train.time_budget_s is None
     )
-    assert (changed.model.positional, changed.model.norm_first, changed.model.num_kv_heads) == ("rope", False, 2)
+    assert (changed.model.positional, changed.model.norm_first, changed.model.num_kv_heads) == (
+        "rope",
+        False,
+        2,
+    )
     assert changed.decode.beam_size == 6 and changed.average_last == 1
-    assert changed.data.vocab_size == changed.model.src_vocab_size == changed.model.tgt_vocab_size == 500
-    assert apply_overrides(cpu, []) == cpu and cpu.train.lr == 2e-3, "the profile itself is left as it was"
-    # Every field of every section can be reached, except the vocabulary sizes (set by data.vocab_size).
-    assert len(settable_fields(cpu)) == 3 + 16 + 22 + 5 + 4 and "model.src_vocab_size" not in settable_fields(cpu)
+    assert (
+        changed.data.vocab_size
+        == changed.model.src_vocab_size
+        == changed.model.tgt_vocab_size
+        == 500
+    )
+    assert apply_overrides(cpu, []) == cpu and cpu.train.lr == 2e-3, (
+        "the profile itself is left as it was"
+    )
+    # Every field of every section can be reached, except the vocabulary sizes (set by
+    # data.vocab_size).
+    assert len(
+        settable_fields(cpu)
+    ) == 3 + 16 + 22 + 5 + 4 and "model.src_vocab_size" not in settable_fields(cpu)
 
 
 @pytest.mark.parametrize(
     ("setting", "error", "message"),
     [
-        ("train.lrate=1", ValueError, "section 'train' has no field 'lrate'; it has max_steps, max_epochs"),
-        ("optim.lr=1", ValueError, "unknown section 'optim'; the sections are ['model', 'train', 'decode', 'data']"),
-        ("threads=2", ValueError, "a translation config has no field 'threads'; it has name, average_last"),
+        (
+            "train.lrate=1",
+            ValueError,
+            "section 'train' has no field 'lrate'; it has max_steps, max_epochs",
+        ),
+        (
+            "optim.lr=1",
+            ValueError,
+            "unknown section 'optim'; the sections are ['model', 'train', 'decode', 'data']",
+        ),
+        (
+            "threads=2",
+            ValueError,
+            "a translation config has no field 'threads'; it has name, average_last",
+        ),
         ("model.src_vocab_size=10", ValueError, "has no field 'src_vocab_size'"),
         ("train.lr", ValueError, "must look like SECTION.FIELD=VALUE"),
         ("train.lr=fast", ValueError, "train.lr='fast' is not a float"),
         ("train.grad_accum=1.5", ValueError, "train.grad_accum='1.5' is not an int"),
-        ("train.schedule=cosine", ValueError, "train.schedule='cosine' is not one of ['noam', 'linear']"),
+        (
+            "train.schedule=cosine",
+            ValueError,
+            "train.schedule='cosine' is not one of ['noam', 'linear']",
+        ),
         ("model.norm_first=yes", ValueError, "model.norm_first='yes' is not a bool"),
         ("train.adam_betas=0.9", ValueError, "must be 2 comma-separated values"),
         ("train.lr=-1", ValueError, "setting 'train.lr=-1': lr must be a positive float"),
         ("model.num_heads=3", ValueError, "setting 'model.num_heads=3'"),
-        ("train.max_steps=None", ValueError, "setting 'train.max_steps=None'"),  # linear needs a step or time budget
+        # linear needs a step or time budget
+        ("train.max_steps=None", ValueError, "setting 'train.max_steps=None'"),
     ],
 )
-def test_a_wrong_setting_is_refused_naming_it(setting: str, error: type[Exception], message: str) -> None:
-    cpu = translation_profile("cpu", max_steps=900)  # no time budget: train.max_steps=None leaves no budget
+def test_a_wrong_setting_is_refused_naming_it(
+    setting: str, error: type[Exception], message: str
+) -> None:
+    # no time budget: train.max_steps=None leaves no budget
+    cpu = translation_profile("cpu", max_steps=900)
     with pytest.raises(error) as raised:
         apply_overrides(cpu, [setting])
     assert message in str(raised.value)

@@ -31,11 +31,19 @@ def answer_cells(path: Path) -> list[dict]:
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_quiz_answers_are_collapsed_with_their_code_behind_a_show_answers_toggle(path):
     cells = answer_cells(path)
-    assert len(cells) == 1, f"{path.name}: expected one '## Check yourself' section, found {len(cells)}"
+    assert len(cells) == 1, (
+        f"{path.name}: expected one '## Check yourself' section, found {len(cells)}"
+    )
     metadata = cells[0]["metadata"]
     tags = metadata.get("tags", [])
-    assert "hide-cell" in tags, f"{path.name}: the answer cell's output is visible by default (tags {tags})"
-    assert not {"hide-input", "hide-output"} & set(tags), f"{path.name}: hide-cell alone collapses input and output"
+    assert "hide-cell" in tags, (
+        f"{path.name}: the answer cell's output is visible by default (tags {tags})"
+    )
+    assert not {"hide-input", "hide-output"} & set(tags), (
+        f"{path.name}: hide-cell alone collapses input and output"
+    )
     prompts = metadata.get("mystnb", {})
-    assert prompts.get("code_prompt_show") == "Show answers", f"{path.name}: the toggle must say 'Show answers'"
+    assert prompts.get("code_prompt_show") == "Show answers", (
+        f"{path.name}: the toggle must say 'Show answers'"
+    )
     assert prompts.get("code_prompt_hide") == "Hide answers"

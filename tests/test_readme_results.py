@@ -1,8 +1,10 @@
-"""Every number of the README's results table comes from the committed file or stored output its row names.
+"""Every number of the README's results table comes from the committed file or stored output its row
+names.
 
 Each row of the table under ``## Results`` names its source in its *source* column: a JSON file of
-``results/`` or ``benchmarks/results/`` (what a benchmark printed), or a chapter whose stored outputs
-printed the figures. Every number in the row's *result* cell must occur in that source, to the
+``results/`` or ``benchmarks/results/`` (what a benchmark printed), or a chapter whose stored
+outputs printed the figures. Every number in the row's *result* cell must occur in that source, to
+the
 decimals the README shows: a figure that no run produced, or that a later run changed, fails here.
 The table stays readable (no cell over 40 words), and the headline at the top of the README is
 chapter 11's stored run.
@@ -22,7 +24,8 @@ NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
 
 
 def results_table() -> tuple[list[str], list[list[str]]]:
-    """The README's results table: its header, and its rows as lists of cells (the rule excluded)."""
+    """The README's results table: its header, and its rows as lists of cells (the rule
+    excluded)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("|")]
@@ -52,7 +55,8 @@ def numbers_in(value: Any) -> list[float]:
 
 
 def source_numbers(source: str) -> list[float]:
-    """The numbers a source holds: a JSON file's values, or the text a notebook's stored outputs printed."""
+    """The numbers a source holds: a JSON file's values, or the text a notebook's stored outputs
+    printed."""
     path = ROOT / source
     assert path.is_file(), f"the README names {source}, which is not in the repository"
     if path.suffix == ".json":
@@ -77,14 +81,18 @@ def test_the_results_table_has_rows_and_each_names_its_source():
     assert len(rows) >= 5
     for row in rows:
         sources = re.findall(r"`([^`]+\.(?:json|ipynb))`", row["source"])
-        assert sources, f"row {row['measurement']!r} names no result file or chapter in its source column"
+        assert sources, (
+            f"row {row['measurement']!r} names no result file or chapter in its source column"
+        )
 
 
 def test_no_cell_of_the_results_table_is_over_40_words():
     header, rows = results_table()
     for row in rows:
         for name, cell in zip(header, row, strict=True):
-            assert len(cell.split()) <= 40, f"the {name} cell of {row[0][:40]!r} has {len(cell.split())} words"
+            assert len(cell.split()) <= 40, (
+                f"the {name} cell of {row[0][:40]!r} has {len(cell.split())} words"
+            )
 
 
 @pytest.mark.parametrize("row", results_rows(), ids=lambda row: row["measurement"][:40])
@@ -97,7 +105,12 @@ def test_every_number_of_a_result_comes_from_its_source(row):
 
 def test_the_headline_is_chapter_11s_stored_run():
     """The first screen of the README states the stored run's scores, read from its result file."""
-    results = json.loads((ROOT / "results" / "translation-cpu.json").read_text(encoding="utf-8"))["results"]
+    results = json.loads((ROOT / "results" / "translation-cpu.json").read_text(encoding="utf-8"))[
+        "results"
+    ]
     headline = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## ", 1)[0]
-    assert f"**{results['bleu']:.2f} BLEU** (greedy) and **{results['bleu_beam']:.2f}** (beam search)" in headline
+    assert (
+        f"**{results['bleu']:.2f} BLEU** (greedy) and **{results['bleu_beam']:.2f}** (beam search)"
+        in headline
+    )
     assert results["train_seconds"] == 1800.0 and "30 minutes" in headline

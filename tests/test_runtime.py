@@ -1,5 +1,6 @@
-"""Where a run happens: the profile switch (``TRANSFORMER_PROFILE``), never the ``CI`` variable; the mixed
-precision that ``amp="auto"`` picks for each kind of device (its capabilities given, not probed)."""
+"""Where a run happens: the profile switch (``TRANSFORMER_PROFILE``), never the ``CI`` variable; the
+mixed precision that ``amp="auto"`` picks for each kind of device (its capabilities given, not
+probed)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import torch
 from transformer_lib.runtime import amp_for_device, cpu_flags, cpu_info, resolve_amp
 from transformer_tasks import TRANSLATION_PROFILES, default_profile
 
-PACKAGES = [Path(__file__).resolve().parents[1] / name for name in ("transformer_lib", "transformer_tasks")]
+PACKAGES = [
+    Path(__file__).resolve().parents[1] / name for name in ("transformer_lib", "transformer_tasks")
+]
 
 
 def test_the_profile_follows_the_device_when_not_forced(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -30,7 +33,9 @@ def test_ci_does_not_choose_the_profile(monkeypatch: pytest.MonkeyPatch, ci: str
 
 
 @pytest.mark.parametrize("name", list(TRANSLATION_PROFILES))
-def test_transformer_profile_overrides_the_device(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+def test_transformer_profile_overrides_the_device(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     monkeypatch.setenv("TRANSFORMER_PROFILE", name)
     assert default_profile(torch.device("cpu")) == name
     assert default_profile(torch.device("cuda")) == name
@@ -38,12 +43,15 @@ def test_transformer_profile_overrides_the_device(monkeypatch: pytest.MonkeyPatc
 
 def test_an_unknown_profile_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRANSFORMER_PROFILE", "huge")
-    with pytest.raises(ValueError, match=r"TRANSFORMER_PROFILE='huge' is not one of \['smoke', 'cpu', 'gpu'\]"):
+    with pytest.raises(
+        ValueError, match=r"TRANSFORMER_PROFILE='huge' is not one of \['smoke', 'cpu', 'gpu'\]"
+    ):
         default_profile(torch.device("cpu"))
 
 
 def test_the_package_never_reads_the_ci_variable() -> None:
-    """No ``os.environ[...]``/``os.environ.get(...)``/``os.getenv(...)`` of ``"CI"`` in either package."""
+    """No ``os.environ[...]``/``os.environ.get(...)``/``os.getenv(...)`` of ``"CI"`` in either
+    package."""
     readers = []
     for path in sorted(p for package in PACKAGES for p in package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -52,7 +60,8 @@ def test_the_package_never_reads_the_ci_variable() -> None:
     assert readers == []
 
 
-# ---------------------------------------------------------------------------------------------- amp="auto"
+# ----------------------------------------------------------------------------------------------
+# amp="auto"
 
 
 @pytest.mark.parametrize(
@@ -60,7 +69,9 @@ def test_the_package_never_reads_the_ci_variable() -> None:
     [((7, 0), "fp16"), ((7, 5), "fp16"), ((8, 0), "bf16"), ((8, 9), "bf16"), ((9, 0), "bf16")],
     ids=["V100", "T4", "A100", "L4", "H100"],
 )
-def test_auto_amp_on_a_gpu_follows_its_compute_capability(capability: tuple[int, int], expected: str) -> None:
+def test_auto_amp_on_a_gpu_follows_its_compute_capability(
+    capability: tuple[int, int], expected: str
+) -> None:
     assert amp_for_device("cuda", cuda_capability=capability) == expected
 
 
@@ -91,20 +102,28 @@ def test_resolve_amp_keeps_an_explicit_choice_and_reads_this_cpu_for_auto() -> N
     assert resolve_amp("auto", cpu) == amp_for_device("cpu", cpu_flags=cpu_flags())
 
 
-def test_cpu_info_reads_the_first_processor_and_nothing_where_there_is_no_file(tmp_path: Path) -> None:
+def test_cpu_info_reads_the_first_processor_and_nothing_where_there_is_no_file(
+    tmp_path: Path,
+) -> None:
     fake = tmp_path / "cpuinfo"
     fake.write_text(
         "processor\t: 0\nmodel name\t: First CPU\nflags\t\t: fpu avx2 amx_bf16\n\n"
         "processor\t: 1\nmodel name\t: Second CPU\nflags\t\t: fpu\n",
         encoding="utf-8",
     )
-    assert cpu_info(fake) == {"processor": "0", "model name": "First CPU", "flags": "fpu avx2 amx_bf16"}
+    assert cpu_info(fake) == {
+        "processor": "0",
+        "model name": "First CPU",
+        "flags": "fpu avx2 amx_bf16",
+    }
     assert cpu_info(tmp_path / "absent") == {}
 
 
 def test_the_package_reads_proc_cpuinfo_in_one_place() -> None:
     modules = [m for package in PACKAGES for m in package.rglob("*.py")]
     readers = [
-        m.relative_to(PACKAGES[0].parent).as_posix() for m in modules if '/proc/cpuinfo"' in m.read_text("utf-8")
+        m.relative_to(PACKAGES[0].parent).as_posix()
+        for m in modules
+        if '/proc/cpuinfo"' in m.read_text("utf-8")
     ]
     assert readers == ["transformer_lib/runtime.py"]

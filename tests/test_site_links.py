@@ -18,7 +18,14 @@ from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
-LINK_ATTRIBUTES = {"a": "href", "link": "href", "img": "src", "script": "src", "iframe": "src", "source": "src"}
+LINK_ATTRIBUTES = {
+    "a": "href",
+    "link": "href",
+    "img": "src",
+    "script": "src",
+    "iframe": "src",
+    "source": "src",
+}
 
 
 class _Page(HTMLParser):
@@ -46,12 +53,18 @@ def _parse(path: Path) -> _Page:
 
 
 def site_pages(site: Path) -> list[Path]:
-    """The pages of ``site``: its ``.html`` files outside ``_static/`` (which holds theme templates)."""
-    return [path for path in sorted(site.rglob("*.html")) if "_static" not in path.relative_to(site).parts]
+    """The pages of ``site``: its ``.html`` files outside ``_static/`` (which holds theme
+    templates)."""
+    return [
+        path
+        for path in sorted(site.rglob("*.html"))
+        if "_static" not in path.relative_to(site).parts
+    ]
 
 
 def broken_links(site: Path) -> list[str]:
-    """``"page.html -> target (reason)"`` for every internal link of ``site`` that does not resolve."""
+    """``"page.html -> target (reason)"`` for every internal link of ``site`` that does not
+    resolve."""
     pages = {path: _parse(path) for path in site_pages(site)}
     problems = []
     for path, page in pages.items():
@@ -81,7 +94,9 @@ def test_checker_finds_a_missing_page_and_a_missing_anchor(tmp_path: Path) -> No
         ' <a href="b.html">x</a> <a href="https://example.org/">outside</a> <img src="sub/">',
         encoding="utf-8",
     )
-    (tmp_path / "sub" / "a.html").write_text('<h1 id="here">A</h1><a href="../index.html">up</a>', encoding="utf-8")
+    (tmp_path / "sub" / "a.html").write_text(
+        '<h1 id="here">A</h1><a href="../index.html">up</a>', encoding="utf-8"
+    )
     (tmp_path / "_static").mkdir()
     template = "<a href=\"{{ pathto('x') }}\">not a page</a>"
     (tmp_path / "_static" / "template.html").write_text(template, encoding="utf-8")

@@ -1,4 +1,5 @@
-"""The joint BPE tokenizer (round trip on real sentences, saving in a checkpoint) and sacreBLEU scoring."""
+"""The joint BPE tokenizer (round trip on real sentences, saving in a checkpoint) and sacreBLEU
+scoring."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ import sacrebleu
 import torch
 
 from transformer_lib import Transformer, TransformerConfig, load_checkpoint, save_checkpoint
-from transformer_lib.data.tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
+from transformer_lib.data.tokenizer import (
+    BPETokenizer,
+    train_bpe_tokenizer,
+    train_translation_tokenizer,
+)
 from transformer_tasks.bleu import bleu_signature, corpus_bleu
 from transformer_tasks.multi30k import load_multi30k
 
@@ -32,7 +37,12 @@ def tokenizer(data: dict[str, list[tuple[str, str]]]) -> BPETokenizer:
 def test_vocabulary_size_and_special_ids(tokenizer: BPETokenizer) -> None:
     assert tokenizer.vocab_size == 8000
     assert (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id) == (0, 1, 2, 3)
-    assert [tokenizer.tokenizer.id_to_token(i) for i in range(4)] == ["<pad>", "<bos>", "<eos>", "<unk>"]
+    assert [tokenizer.tokenizer.id_to_token(i) for i in range(4)] == [
+        "<pad>",
+        "<bos>",
+        "<eos>",
+        "<unk>",
+    ]
 
 
 def test_decode_inverts_encode_on_every_test_sentence(
@@ -43,12 +53,16 @@ def test_decode_inverts_encode_on_every_test_sentence(
     assert encoded[0] == tokenizer.encode(sentences[0])
     assert all(0 < len(ids) and min(ids) > tokenizer.unk_id for ids in encoded[:50])
     mismatches = [
-        (s, tokenizer.decode(ids)) for s, ids in zip(sentences, encoded, strict=True) if tokenizer.decode(ids) != s
+        (s, tokenizer.decode(ids))
+        for s, ids in zip(sentences, encoded, strict=True)
+        if tokenizer.decode(ids) != s
     ]
     assert mismatches == []
 
 
-def test_joint_vocabulary_has_frequent_words_of_both_languages_as_single_tokens(tokenizer: BPETokenizer) -> None:
+def test_joint_vocabulary_has_frequent_words_of_both_languages_as_single_tokens(
+    tokenizer: BPETokenizer,
+) -> None:
     for word in ("Mann", "Frau", "man", "woman", "Hund", "dog"):
         assert len(tokenizer.encode(word)) == 1, tokenizer.tokens(word)
     # A rare compound is split into sub-words, not mapped to <unk>.
@@ -68,7 +82,9 @@ def test_saved_tokenizer_travels_inside_a_checkpoint(
     tokenizer: BPETokenizer, tmp_path: Path, tiny_config: Callable[..., TransformerConfig]
 ) -> None:
     config = tiny_config(src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size)
-    path = save_checkpoint(Transformer(config), tmp_path / "m.safetensors", tokenizer=tokenizer.to_json_str())
+    path = save_checkpoint(
+        Transformer(config), tmp_path / "m.safetensors", tokenizer=tokenizer.to_json_str()
+    )
     _, metadata = load_checkpoint(path)
     restored = BPETokenizer.from_json_str(metadata["tokenizer"])
     text = "Zwei junge Männer spielen Fußball im Park."
@@ -118,20 +134,27 @@ def test_bleu_matches_the_hand_computed_value() -> None:
     # 13a tokens: hyp "the cat sat on the mat", ref "the cat sat on a mat" (6 tokens each, BP = 1).
     # Matches: 5/6 unigrams, 3/5 bigrams, 2/4 trigrams, 1/3 four-grams.
     result = corpus_bleu(["the cat sat on the mat"], ["the cat sat on a mat"])
-    expected = 100 * math.exp((math.log(5 / 6) + math.log(3 / 5) + math.log(2 / 4) + math.log(1 / 3)) / 4)
+    expected = 100 * math.exp(
+        (math.log(5 / 6) + math.log(3 / 5) + math.log(2 / 4) + math.log(1 / 3)) / 4
+    )
     assert result.score == pytest.approx(expected, abs=1e-9)
     assert result.bp == 1.0 and result.sys_len == result.ref_len == 6
 
 
 def test_short_output_pays_the_brevity_penalty() -> None:
-    # Every n-gram of the hypothesis is in the reference, but it has 5 tokens for 6: BP = exp(1 - 6/5).
+    # Every n-gram of the hypothesis is in the reference, but it has 5 tokens for 6: BP = exp(1 -
+    # 6/5).
     result = corpus_bleu(["the cat sat on the"], ["the cat sat on the mat"])
     assert result.score == pytest.approx(100 * math.exp(1 - 6 / 5))
     assert result.ratio == pytest.approx(5 / 6)
 
 
 def test_bleu_equals_sacrebleu_functional_api_on_a_corpus() -> None:
-    hyps = ["A man is riding a bicycle.", "Two dogs are playing in snow.", "A woman sings on stage!"]
+    hyps = [
+        "A man is riding a bicycle.",
+        "Two dogs are playing in snow.",
+        "A woman sings on stage!",
+    ]
     refs = ["A man rides a bike.", "Two dogs play in the snow.", "A woman is singing on a stage."]
     result = corpus_bleu(hyps, refs)
     reference = sacrebleu.corpus_bleu(hyps, [refs])

@@ -15,7 +15,13 @@ from torch.utils.data import DataLoader
 
 from transformer_book.reference import TorchTransformer, torch_state_dict
 from transformer_lib import Transformer, TransformerConfig, noam_rate
-from transformer_lib.data.batching import Batch, TokenBudgetSampler, batch_loader, make_batch, token_batches
+from transformer_lib.data.batching import (
+    Batch,
+    TokenBudgetSampler,
+    batch_loader,
+    make_batch,
+    token_batches,
+)
 from transformer_lib.runtime import resolve_amp
 from transformer_lib.training import (
     TrainConfig,
@@ -67,7 +73,8 @@ def quiet(**kwargs) -> TrainConfig:
     return TrainConfig(progress=False, **kwargs)
 
 
-# ---------------------------------------------------------------------------------------------- loss
+# ----------------------------------------------------------------------------------------------
+# loss
 
 
 def test_label_smoothed_loss_matches_a_hand_computation():
@@ -88,10 +95,14 @@ def test_label_smoothed_loss_matches_a_hand_computation():
             total += float(-(q * log_p[b, t]).sum())
             count += 1
     expected = total / count
-    assert sequence_loss(logits, target, pad_id=0, label_smoothing=eps).item() == pytest.approx(expected, rel=1e-5)
+    assert sequence_loss(logits, target, pad_id=0, label_smoothing=eps).item() == pytest.approx(
+        expected, rel=1e-5
+    )
     plain = -log_p[target != 0].gather(-1, target[target != 0][:, None]).mean()
     assert sequence_loss(logits, target, pad_id=0).item() == pytest.approx(plain.item(), rel=1e-5)
-    assert sequence_loss(logits, target, 0, eps, reduction="sum").item() == pytest.approx(expected * count, rel=1e-5)
+    assert sequence_loss(logits, target, 0, eps, reduction="sum").item() == pytest.approx(
+        expected * count, rel=1e-5
+    )
     # padding positions do not matter at all
     changed = logits.clone()
     changed[target == 0] = 100.0
@@ -123,7 +134,9 @@ def test_evaluate_loss_is_the_mean_nll_per_token():
     batches = [random_batch(0, batch=3), random_batch(1, batch=5)]
     model.eval()
     with torch.no_grad():
-        nll = sum(sequence_loss(model(b.src, b.tgt_in), b.tgt_out, PAD, reduction="sum") for b in batches)
+        nll = sum(
+            sequence_loss(model(b.src, b.tgt_in), b.tgt_out, PAD, reduction="sum") for b in batches
+        )
     metrics = evaluate_loss(model, batches)
     tokens = sum(b.num_tokens for b in batches)
     assert metrics["tokens"] == tokens
@@ -131,13 +144,15 @@ def test_evaluate_loss_is_the_mean_nll_per_token():
     assert metrics["perplexity"] == pytest.approx(math.exp(metrics["loss"]), rel=1e-6)
 
 
-# ---------------------------------------------------------------------------------------------- schedule
+# ----------------------------------------------------------------------------------------------
+# schedule
 
 
 def test_noam_schedule_steps_once_per_optimizer_step_under_gradient_accumulation():
     model = small_model()
     config = quiet(max_steps=5, grad_accum=3, warmup_steps=4, lr=2e-3)
-    result = train(model, epoch_data(6), config)  # 6 batches per epoch = 2 optimizer steps per epoch
+    # 6 batches per epoch = 2 optimizer steps per epoch
+    result = train(model, epoch_data(6), config)
     assert result.steps == 5 and [h["step"] for h in result.history] == [1, 2, 3, 4, 5]
     assert [h["epoch"] for h in result.history] == [0, 0, 1, 1, 2]
     factor = config.noam_factor(model.config.d_model)
@@ -148,7 +163,9 @@ def test_noam_schedule_steps_once_per_optimizer_step_under_gradient_accumulation
 
 def test_gradient_accumulation_equals_one_big_batch():
     big = random_batch(7, batch=8)
-    halves = [Batch(big.src[i : i + 4], big.tgt_in[i : i + 4], big.tgt_out[i : i + 4]) for i in (0, 4)]
+    halves = [
+        Batch(big.src[i : i + 4], big.tgt_in[i : i + 4], big.tgt_out[i : i + 4]) for i in (0, 4)
+    ]
     one, two = small_model(3), small_model(3)
     r1 = train(one, [big], quiet(max_steps=1, warmup_steps=1, lr=1e-3))
     r2 = train(two, halves, quiet(max_steps=1, grad_accum=2, warmup_steps=1, lr=1e-3))
@@ -162,22 +179,31 @@ def test_gradient_accumulation_equals_one_big_batch():
 
 
 def test_the_loop_trains_pytorchs_own_transformer_through_forward():
-    """Any nn.Module trains: nn.Transformer (in TorchTransformer), given forward=, follows our model step by step."""
+    """Any nn.Module trains: nn.Transformer (in TorchTransformer), given forward=, follows our model
+    step by step."""
     ours = small_model(0)
     theirs = TorchTransformer(ours.config)
     theirs.load_state_dict(torch_state_dict(ours))
     config = quiet(max_steps=6, warmup_steps=2, lr=2e-3, seed=1)
     mine = train(ours, epoch_data(3), config)
-    pytorch = train(theirs, epoch_data(3), config, forward=lambda model, batch: model(batch.src, batch.tgt_in))
+    pytorch = train(
+        theirs, epoch_data(3), config, forward=lambda model, batch: model(batch.src, batch.tgt_in)
+    )
     losses = [h["loss"] for h in pytorch.history]
     assert losses == pytest.approx([h["loss"] for h in mine.history], rel=1e-3)
     assert losses[-1] < losses[0]
     # A forward that does not give (B, T, V) logits is refused by the loss, naming the shapes.
     with pytest.raises(ValueError, match="logits must be"):
-        train(theirs, epoch_data(1), quiet(max_steps=1), forward=lambda model, batch: model(batch.src, batch.tgt_in)[0])
+        train(
+            theirs,
+            epoch_data(1),
+            quiet(max_steps=1),
+            forward=lambda model, batch: model(batch.src, batch.tgt_in)[0],
+        )
 
 
-# ---------------------------------------------------------------------------------------------- checkpoints
+# ----------------------------------------------------------------------------------------------
+# checkpoints
 
 
 def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
@@ -186,15 +212,23 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
     full = train(small_model(0, dropout=0.2), data, quiet(max_steps=7, **config))
 
     path = tmp_path / "run.safetensors"
-    first = train(small_model(0, dropout=0.2), data, quiet(max_steps=4, checkpoint_path=str(path), **config))
+    first = train(
+        small_model(0, dropout=0.2), data, quiet(max_steps=4, checkpoint_path=str(path), **config)
+    )
     assert path.is_file() and train_state_path(path).is_file()
-    # the state file loads with weights_only=True (tensors and plain containers, no arbitrary objects)
+    # the state file loads with weights_only=True (tensors and plain containers, no arbitrary
+    # objects)
     # and records Adam's moments and where training stopped
     state = torch.load(train_state_path(path), weights_only=True)
     assert all("exp_avg" in moments for moments in state["optimizer"]["state"].values())
-    assert state["loop"]["step"] == 4 and state["loop"]["epoch"] == 1 and state["loop"]["batch_in_epoch"] == 1
+    assert (
+        state["loop"]["step"] == 4
+        and state["loop"]["epoch"] == 1
+        and state["loop"]["batch_in_epoch"] == 1
+    )
 
-    torch.manual_seed(123)  # a different global RNG state and different initial weights: resume must undo both
+    # a different global RNG state and different initial weights: resume must undo both
+    torch.manual_seed(123)
     resumed_model = small_model(99, dropout=0.2)
     resumed = train(resumed_model, data, quiet(max_steps=7, **config), resume_from=path)
 
@@ -206,19 +240,36 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path):
 
 def test_resume_rejects_a_different_model_and_a_missing_state(tmp_path):
     path = tmp_path / "run.safetensors"
-    train(small_model(), [random_batch(0)], quiet(max_steps=1, warmup_steps=1, checkpoint_path=str(path)))
+    train(
+        small_model(),
+        [random_batch(0)],
+        quiet(max_steps=1, warmup_steps=1, checkpoint_path=str(path)),
+    )
     other = Transformer(
-        TransformerConfig(VOCAB, VOCAB, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
+        TransformerConfig(
+            VOCAB,
+            VOCAB,
+            d_model=16,
+            num_heads=2,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+            d_ff=32,
+        )
     )
     with pytest.raises(ValueError, match="config"):
         train(other, [random_batch(0)], quiet(max_steps=2, warmup_steps=1), resume_from=path)
     train_state_path(path).unlink()
     with pytest.raises(FileNotFoundError, match="training state"):
-        train(small_model(), [random_batch(0)], quiet(max_steps=2, warmup_steps=1), resume_from=path)
+        train(
+            small_model(), [random_batch(0)], quiet(max_steps=2, warmup_steps=1), resume_from=path
+        )
 
 
-def test_a_checkpoint_directory_keeps_the_newest_whole_state_and_resumes_from_it(tmp_path, monkeypatch):
-    """Every save writes ``step-N`` files; resuming takes the newest whole pair, evaluations included.
+def test_a_checkpoint_directory_keeps_the_newest_whole_state_and_resumes_from_it(
+    tmp_path, monkeypatch
+):
+    """Every save writes ``step-N`` files; resuming takes the newest whole pair, evaluations
+    included.
 
     Checkpoints fall on evaluation steps (every 2): the state of step 4 must hold step 4's
     evaluation, or the resumed run would have a hole in its ``eval_history``.
@@ -251,7 +302,11 @@ def test_a_checkpoint_directory_keeps_the_newest_whole_state_and_resumes_from_it
         )
     monkeypatch.undo()
     names = sorted(p.name for p in folder.iterdir())
-    assert names == ["step-0000004.safetensors", "step-0000004.train_state.pt", "step-0000006.train_state.pt"]
+    assert names == [
+        "step-0000004.safetensors",
+        "step-0000004.train_state.pt",
+        "step-0000006.train_state.pt",
+    ]
     assert state.latest_checkpoint(folder) == folder / "step-0000004.safetensors"
     assert state.read_loop_state(folder)["step"] == 4
 
@@ -263,8 +318,16 @@ def test_a_checkpoint_directory_keeps_the_newest_whole_state_and_resumes_from_it
         resume_from=folder,
     )
     assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
-    assert resumed.eval_history == full.eval_history and [e["step"] for e in full.eval_history] == [2, 4, 6, 8]
-    assert sorted(p.name for p in folder.iterdir()) == ["step-0000008.safetensors", "step-0000008.train_state.pt"]
+    assert resumed.eval_history == full.eval_history and [e["step"] for e in full.eval_history] == [
+        2,
+        4,
+        6,
+        8,
+    ]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "step-0000008.safetensors",
+        "step-0000008.train_state.pt",
+    ]
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="directory without a checkpoint"):
@@ -307,7 +370,8 @@ def test_periodic_and_best_checkpoints_are_written(tmp_path):
     assert last["training"]["step"] == 4
 
 
-# ---------------------------------------------------------------------------------------------- loop control
+# ----------------------------------------------------------------------------------------------
+# loop control
 
 
 def test_early_stopping_with_patience_and_target():
@@ -331,7 +395,12 @@ def test_early_stopping_with_patience_and_target():
 
 
 def test_epochs_end_evaluation_and_data_exhaustion():
-    result = train(small_model(), epoch_data(2), quiet(max_epochs=3, warmup_steps=1), evaluate=lambda m: {"x": 1.0})
+    result = train(
+        small_model(),
+        epoch_data(2),
+        quiet(max_epochs=3, warmup_steps=1),
+        evaluate=lambda m: {"x": 1.0},
+    )
     assert result.steps == 6 and result.epochs == 3 and result.stop_reason == "max_epochs"
     assert [e["step"] for e in result.eval_history] == [2, 4, 6]  # eval_every=None: once per epoch
     one_shot = iter([random_batch(0), random_batch(1)])  # an iterator is used up after one epoch
@@ -345,7 +414,12 @@ def test_train_seconds_exclude_evaluation():
         return {"x": 0.0}
 
     start = time.perf_counter()
-    result = train(small_model(), epoch_data(3), quiet(max_steps=3, warmup_steps=1, eval_every=1), evaluate=slow_eval)
+    result = train(
+        small_model(),
+        epoch_data(3),
+        quiet(max_steps=3, warmup_steps=1, eval_every=1),
+        evaluate=slow_eval,
+    )
     wall = time.perf_counter() - start
     assert len(result.eval_history) == 3
     assert result.train_seconds < wall - 0.85
@@ -367,15 +441,20 @@ def test_evaluation_runs_in_eval_mode_without_grad_and_training_resumes_in_train
 def test_progress_bar_goes_to_stderr_unless_disabled():
     """tqdm reads ``TQDM_DISABLE`` when it is imported, so each case runs in a fresh process."""
     script = (
-        "import sys; sys.path.insert(0, 'tests'); from test_training import epoch_data, small_model\n"
-        "from transformer_lib.training import TrainConfig, train\n"
-        "train(small_model(), epoch_data(2), TrainConfig(max_steps=2, warmup_steps=1, progress=sys.argv[1] == 'on'))\n"
+        "import sys; sys.path.insert(0, 'tests'); from test_training import epoch_data, "
+        "small_model\nfrom transformer_lib.training import TrainConfig, "
+        "train\ntrain(small_model(), epoch_data(2), TrainConfig(max_steps=2, warmup_steps=1, "
+        "progress=sys.argv[1] == 'on'))\n"
     )
 
     def run(progress: str, **env: str) -> subprocess.CompletedProcess[str]:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("TQDM_")}
         return subprocess.run(
-            [sys.executable, "-c", script, progress], env={**clean, **env}, capture_output=True, text=True, check=True
+            [sys.executable, "-c", script, progress],
+            env={**clean, **env},
+            capture_output=True,
+            text=True,
+            check=True,
         )
 
     shown = run("on")
@@ -432,18 +511,28 @@ def test_bad_arguments_raise_clear_errors():
     with pytest.raises(TypeError, match="model must be a torch nn.Module"):
         train(object(), [random_batch(0)], quiet(max_steps=1))
     with pytest.raises(TypeError, match="checkpoint_path .* need a transformer_lib.Transformer"):
-        train(torch.nn.Linear(2, 2), [random_batch(0)], quiet(max_steps=1, checkpoint_path="run.safetensors"))
+        train(
+            torch.nn.Linear(2, 2),
+            [random_batch(0)],
+            quiet(max_steps=1, checkpoint_path="run.safetensors"),
+        )
     with pytest.raises(TypeError, match="Batch"):
         train(small_model(), [(1, 2)], quiet(max_steps=1))
     with pytest.raises(ValueError, match="evaluate"):
         train(small_model(), [random_batch(0)], quiet(max_steps=1, monitor="bleu"))
     with pytest.raises(ValueError, match="'bleu' is not among"):
-        train(small_model(), [random_batch(0)], quiet(max_steps=1, monitor="bleu"), evaluate=lambda m: {"loss": 1})
+        train(
+            small_model(),
+            [random_batch(0)],
+            quiet(max_steps=1, monitor="bleu"),
+            evaluate=lambda m: {"loss": 1},
+        )
     with pytest.raises(ValueError, match="logits"):
         sequence_loss(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long), 0)
 
 
-# ---------------------------------------------------------------------------------------------- batching
+# ----------------------------------------------------------------------------------------------
+# batching
 
 
 def test_make_batch_shifts_the_target_and_pads():
@@ -454,7 +543,8 @@ def test_make_batch_shifts_the_target_and_pads():
     assert b.num_tokens == 7 and b.num_src_tokens == 4 and len(b) == 2
     assert b.src_mask.tolist() == [[[[True, True, True]]], [[[True, False, False]]]]
     assert b.tgt_mask.shape == (2, 1, 4, 4)
-    assert b.tgt_mask[0, 0, 3].tolist() == [True, True, True, False]  # causal and hides the padding key
+    # causal and hides the padding key
+    assert b.tgt_mask[0, 0, 3].tolist() == [True, True, True, False]
     assert b.to("cpu").tgt_out.tolist() == b.tgt_out.tolist()
     with pytest.raises(ValueError, match="pair up"):
         make_batch([[5]], [[6], [7]], PAD, BOS, EOS)
@@ -469,7 +559,8 @@ def test_token_batches_cover_every_pair_once_within_the_budget_and_group_similar
     pairs = []
     for i in range(600):
         s, t = torch.randint(1, 30, (2,), generator=generator).tolist()
-        pairs.append(([3 + i % 7] * s + [100 + i], [4] * t + [100 + i]))  # the last id names the pair
+        # the last id names the pair
+        pairs.append(([3 + i % 7] * s + [100 + i], [4] * t + [100 + i]))
     batches = token_batches(pairs, max_tokens=200, pad_id=PAD, bos_id=BOS, eos_id=EOS, seed=1)
     seen = []
     for b in batches:
@@ -477,7 +568,9 @@ def test_token_batches_cover_every_pair_once_within_the_budget_and_group_similar
         for row in b.src.tolist():
             seen.append(max(row))
     assert sorted(seen) == sorted(100 + i for i in range(600))
-    padding = sum((b.tgt_out == PAD).sum().item() for b in batches) / sum(b.tgt_out.numel() for b in batches)
+    padding = sum((b.tgt_out == PAD).sum().item() for b in batches) / sum(
+        b.tgt_out.numel() for b in batches
+    )
     assert padding < 0.15  # random batches of the same sizes would be about 40% padding
     again = token_batches(pairs, 200, PAD, BOS, EOS, seed=1)
     other = token_batches(pairs, 200, PAD, BOS, EOS, seed=2)
@@ -500,7 +593,8 @@ def test_batch_loader_is_a_dataloader_whose_sampler_gives_token_batches():
         ]
     indices = sorted(i for batch in TokenBudgetSampler(pairs, 120, seed=3) for i in batch)
     assert indices == list(range(300))
-    # Reading the batches leaves the global generator (dropout's) alone: a resumed run depends on it.
+    # Reading the batches leaves the global generator (dropout's) alone: a resumed run depends on
+    # it.
     before = torch.get_rng_state()
     list(loader), token_batches(pairs, 120, PAD, BOS, EOS)
     assert torch.equal(torch.get_rng_state(), before)
@@ -510,12 +604,16 @@ def test_batch_loader_is_a_dataloader_whose_sampler_gives_token_batches():
 def test_batch_loader_pins_the_batches_for_asynchronous_copies():
     pairs = [([5] * 3, [6] * 4)] * 10
     batches = list(batch_loader(pairs, 40, PAD, BOS, EOS, pin_memory=True))
-    assert all(b.src.is_pinned() and b.tgt_in.is_pinned() and b.tgt_out.is_pinned() for b in batches)
+    assert all(
+        b.src.is_pinned() and b.tgt_in.is_pinned() and b.tgt_out.is_pinned() for b in batches
+    )
     assert not any(b.src.is_pinned() for b in batch_loader(pairs, 40, PAD, BOS, EOS))
 
 
 def test_token_batches_give_an_overlong_pair_its_own_batch():
-    batches = token_batches([([5] * 50, [6] * 50), ([5], [6])], max_tokens=10, pad_id=PAD, bos_id=BOS, eos_id=EOS)
+    batches = token_batches(
+        [([5] * 50, [6] * 50), ([5], [6])], max_tokens=10, pad_id=PAD, bos_id=BOS, eos_id=EOS
+    )
     assert sorted(len(b) for b in batches) == [1, 1]
     with pytest.raises(ValueError, match="max_tokens"):
         token_batches([([5], [6])], max_tokens=0, pad_id=PAD, bos_id=BOS, eos_id=EOS)
@@ -529,14 +627,16 @@ def test_cross_entropy_matches_functional_reference():
 
 
 def test_a_few_bfloat16_steps_on_the_cpu():
-    """amp="bf16": autocast runs the products in bfloat16; weights, gradients and Adam stay in float32."""
+    """amp="bf16": autocast runs the products in bfloat16; weights, gradients and Adam stay in
+    float32."""
     model = small_model(0)
     result = train(model, epoch_data(3), quiet(max_steps=3, warmup_steps=2, lr=2e-3, amp="bf16"))
     assert result.amp == "bf16" and result.steps == 3
     assert all(math.isfinite(h["loss"]) for h in result.history)
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     full = train(small_model(0), epoch_data(3), quiet(max_steps=3, warmup_steps=2, lr=2e-3))
-    assert result.history[0]["loss"] == pytest.approx(full.history[0]["loss"], rel=2e-2)  # rounding only
+    # rounding only
+    assert result.history[0]["loss"] == pytest.approx(full.history[0]["loss"], rel=2e-2)
     assert result.history[0]["loss"] != full.history[0]["loss"]  # bfloat16 did run
 
 
@@ -547,7 +647,11 @@ def test_auto_amp_is_resolved_for_the_device_and_recorded():
 
 
 def test_the_linear_schedule_rises_then_falls_to_almost_zero_at_max_steps():
-    result = train(small_model(0), epoch_data(3), quiet(max_steps=8, warmup_steps=3, lr=1e-3, schedule="linear"))
+    result = train(
+        small_model(0),
+        epoch_data(3),
+        quiet(max_steps=8, warmup_steps=3, lr=1e-3, schedule="linear"),
+    )
     used = [h["lr"] for h in result.history]
     expected = [linear_decay_rate(s, 1e-3, 3, 8) for s in range(1, 9)]
     assert used == pytest.approx(expected)
@@ -563,10 +667,13 @@ def test_the_linear_schedule_rises_then_falls_to_almost_zero_at_max_steps():
 
 
 def test_the_linear_rate_reaches_zero_at_whichever_budget_ends_first():
-    assert linear_decay_rate(5, 1e-3, 2, None, time_used=0.25) == pytest.approx(0.75e-3)  # time only
-    assert linear_decay_rate(5, 1e-3, 2, 8, time_used=0.0) == pytest.approx(1e-3 * 4 / 7)  # steps only
+    # time only
+    assert linear_decay_rate(5, 1e-3, 2, None, time_used=0.25) == pytest.approx(0.75e-3)
+    # steps only
+    assert linear_decay_rate(5, 1e-3, 2, 8, time_used=0.0) == pytest.approx(1e-3 * 4 / 7)
     assert linear_decay_rate(5, 1e-3, 2, 8, time_used=0.9) == pytest.approx(1e-4)  # time ends first
-    assert linear_decay_rate(5, 1e-3, 2, 8, time_used=0.1) == pytest.approx(1e-3 * 4 / 7)  # steps end first
+    # steps end first
+    assert linear_decay_rate(5, 1e-3, 2, 8, time_used=0.1) == pytest.approx(1e-3 * 4 / 7)
     assert linear_decay_rate(1, 1e-3, 2, None, time_used=1.5) == 0.0  # past the budget
 
 
@@ -587,14 +694,21 @@ def test_a_time_budget_stops_training_and_the_linear_rate_follows_the_clock():
     config = quiet(max_epochs=100, time_budget_s=budget, warmup_steps=1, lr=1e-3, schedule="linear")
     result = train(small_model(0), _SlowBatches(0.05), config)
     assert result.stop_reason == "time_budget"
-    assert budget <= result.train_seconds < budget + 0.5  # stopped at the first step past the budget
+    # stopped at the first step past the budget
+    assert budget <= result.train_seconds < budget + 0.5
     used = [h["lr"] for h in result.history]
     assert used == sorted(used, reverse=True) and used[0] == pytest.approx(1e-3)
-    # The rate falls with the time spent (lagging the clock by one step). Before row i at least i - 1 batches
-    # were fetched, 0.05 s each, so its rate is at most 1e-3 * (1 - 0.05 (i - 1) / budget); a slower, busier
-    # machine only spends more time, so the bound holds under any load (a fixed threshold on the last rate
+    # The rate falls with the time spent (lagging the clock by one step). Before row i at least i -
+    # 1 batches
+    # were fetched, 0.05 s each, so its rate is at most 1e-3 * (1 - 0.05 (i - 1) / budget); a
+    # slower, busier
+    # machine only spends more time, so the bound holds under any load (a fixed threshold on the
+    # last rate
     # did not: one stalled step left it at 0.79e-3).
     assert len(used) >= 3
-    assert all(lr <= 1e-3 * max(0.0, 1 - 0.05 * max(i - 1, 0) / budget) + 1e-12 for i, lr in enumerate(used)), used
+    assert all(
+        lr <= 1e-3 * max(0.0, 1 - 0.05 * max(i - 1, 0) / budget) + 1e-12
+        for i, lr in enumerate(used)
+    ), used
     with pytest.raises(ValueError, match="time_budget_s must be a positive number"):
         TrainConfig(time_budget_s=0)

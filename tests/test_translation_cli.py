@@ -1,11 +1,11 @@
 """The translation pipeline and the command line, end to end on Multi30k.
 
-The smoke profile trains once as a real subprocess (``python -m transformer_tasks train-translation``,
-writing checkpoints), the way the chapters and the benchmarks call it; a second run of the same
-command is killed while writing a checkpoint and resumed, and must end with the first run's weights.
-The other checks call :func:`transformer_tasks.cli.main` in process. Nothing here downloads: the data
-comes from the ``multi30k_dir`` fixture (the repository's ``conftest.py``) and the one download
-attempt is aimed at a closed local port.
+The smoke profile trains once as a real subprocess (``python -m transformer_tasks
+train-translation``, writing checkpoints), the way the chapters and the benchmarks call it; a second
+run of the same command is killed while writing a checkpoint and resumed, and must end with the
+first run's weights. The other checks call :func:`transformer_tasks.cli.main` in process. Nothing
+here downloads: the data comes from the ``multi30k_dir`` fixture (the repository's ``conftest.py``)
+and the one download attempt is aimed at a closed local port.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from transformer_tasks.translation import train as translation_training
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLOSED_PORT_URL = "http://127.0.0.1:1/"  # nothing listens there: a download attempt fails at once
-SMOKE_STEPS = 40  # a step budget: the smoke profile's model and data, fewer steps (the pipeline is what is tested)
+# a step budget: the smoke profile's model and data, fewer steps (the pipeline is what is tested)
+SMOKE_STEPS = 40
 CHECKPOINT_EVERY = 5
 # The smoke run, flags shared by the uninterrupted run and the run that is killed and resumed.
 SMOKE_RUN = [
@@ -47,7 +48,8 @@ SMOKE_RUN = [
     "--checkpoint-every",
     str(CHECKPOINT_EVERY),
 ]
-# `python -c KILLED_AT_STEP STEP transformer_tasks ARGS...` runs the command line and kills its process
+# `python -c KILLED_AT_STEP STEP transformer_tasks ARGS...` runs the command line and kills its
+# process
 # (SIGKILL, as an out-of-memory killer or a lost machine would) while it writes the checkpoint of
 # step STEP: after that step's training state, before its model, the worst moment to die.
 KILLED_AT_STEP = """
@@ -73,7 +75,14 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _train(multi30k_dir: Path, folder: Path, *flags: str, launch: tuple[str, ...] = ("-m",)) -> Any:
     """``train-translation`` of the smoke run in a subprocess, writing into ``folder``."""
-    command = [sys.executable, *launch, "transformer_tasks", "train-translation", "--data-dir", str(multi30k_dir)]
+    command = [
+        sys.executable,
+        *launch,
+        "transformer_tasks",
+        "train-translation",
+        "--data-dir",
+        str(multi30k_dir),
+    ]
     command += [
         *SMOKE_RUN,
         "--checkpoint-dir",
@@ -81,12 +90,20 @@ def _train(multi30k_dir: Path, folder: Path, *flags: str, launch: tuple[str, ...
         "--save",
         str(folder / "model.safetensors"),
     ]
-    return subprocess.run(command + list(flags), cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        command + list(flags),
+        cwd=REPO_ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
 def smoke(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """``train-translation`` with ``TRANSFORMER_PROFILE=smoke`` (as ``make test`` sets it), once for the module."""
+    """``train-translation`` with ``TRANSFORMER_PROFILE=smoke`` (as ``make test`` sets it), once for
+    the module."""
     folder = tmp_path_factory.mktemp("smoke")
     results = folder / "results.json"
     done = _train(multi30k_dir, folder, "--results", str(results))
@@ -117,13 +134,24 @@ def test_smoke_training_prints_its_results_as_json_on_the_last_line(smoke: dict[
     lines = smoke["stdout"].strip().splitlines()
     assert len(lines) == 1, "progress must go to stderr, leaving only the JSON line on stdout"
     result = json.loads(lines[-1])
-    expected = {"bleu", "bleu_beam", "sacrebleu_signature", "train_seconds", "wall_seconds", "epochs", "steps"}
+    expected = {
+        "bleu",
+        "bleu_beam",
+        "sacrebleu_signature",
+        "train_seconds",
+        "wall_seconds",
+        "epochs",
+        "steps",
+    }
     assert expected | {"device", "params", "profile", "val_history"} <= set(result)
     assert result["profile"] == "smoke" and result["device"] == "cpu"
     assert result["threads"] == 1, "the smoke profile runs on one thread"
     for key in ("bleu", "bleu_beam"):
         assert isinstance(result[key], float) and 0.0 <= result[key] <= 100.0
-    assert result["sacrebleu_signature"].startswith("nrefs:1|") and "tok:13a" in result["sacrebleu_signature"]
+    assert (
+        result["sacrebleu_signature"].startswith("nrefs:1|")
+        and "tok:13a" in result["sacrebleu_signature"]
+    )
     assert result["steps"] == SMOKE_STEPS and result["stop_reason"] == "max_steps"
     assert 0 < result["train_seconds"] < result["wall_seconds"]
     assert result["epochs"] > 0 and result["params"] > 0
@@ -133,12 +161,17 @@ def test_smoke_training_prints_its_results_as_json_on_the_last_line(smoke: dict[
     assert "step" in smoke["stderr"], "the training progress bar belongs on stderr"
 
 
-def test_results_file_holds_the_printed_results_and_where_they_come_from(smoke: dict[str, Any]) -> None:
+def test_results_file_holds_the_printed_results_and_where_they_come_from(
+    smoke: dict[str, Any],
+) -> None:
     record = json.loads(smoke["results"].read_text(encoding="utf-8"))
     assert record["results"] == json.loads(smoke["stdout"].strip().splitlines()[-1])
-    assert record["machine"]["torch"] == torch.__version__ and record["machine"]["logical_cpus"] >= 1
+    assert (
+        record["machine"]["torch"] == torch.__version__ and record["machine"]["logical_cpus"] >= 1
+    )
     assert record["date"].startswith("20") and record["date"].endswith("+00:00")
-    assert record["commit"] is None or len(record["commit"].split("+")[0]) == 40  # a clone: the commit's sha
+    # a clone: the commit's sha
+    assert record["commit"] is None or len(record["commit"].split("+")[0]) == 40
     assert record["results"]["amp"] in ("none", "bf16")
 
 
@@ -148,36 +181,61 @@ def test_smoke_checkpoint_holds_the_tokenizer_and_the_task(smoke: dict[str, Any]
     assert config.share_embeddings and config.src_vocab_size == config.tgt_vocab_size
     tokenizer = BPETokenizer.from_json_str(metadata["tokenizer"])
     assert tokenizer.vocab_size == config.src_vocab_size
-    assert tokenizer.decode(tokenizer.encode("Ein Mann fährt Fahrrad.")) == "Ein Mann fährt Fahrrad."
+    assert (
+        tokenizer.decode(tokenizer.encode("Ein Mann fährt Fahrrad.")) == "Ein Mann fährt Fahrrad."
+    )
 
 
 def test_translate_prints_one_translation_per_sentence(smoke: dict[str, Any]) -> None:
-    command = [sys.executable, "-m", "transformer_tasks", "translate", "--checkpoint", str(smoke["checkpoint"])]
+    command = [
+        sys.executable,
+        "-m",
+        "transformer_tasks",
+        "translate",
+        "--checkpoint",
+        str(smoke["checkpoint"]),
+    ]
     command += ["--device", "cpu", "Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee."]
-    done = subprocess.run(command, cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        command, cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 2 and all(line.strip() for line in lines)
-    assert "\u2581" not in done.stdout and "<eos>" not in done.stdout, "output must be detokenized text"
+    assert "\u2581" not in done.stdout and "<eos>" not in done.stdout, (
+        "output must be detokenized text"
+    )
 
 
 def test_batched_translation_equals_one_sentence_at_a_time(smoke: dict[str, Any]) -> None:
     model, metadata = load_checkpoint(smoke["checkpoint"])
     tokenizer = BPETokenizer.from_json_str(metadata["tokenizer"])
-    sentences = ["Ein Hund.", "Eine Frau mit einem roten Hut sitzt auf einer Bank im Park.", "Zwei Männer arbeiten."]
+    sentences = [
+        "Ein Hund.",
+        "Eine Frau mit einem roten Hut sitzt auf einer Bank im Park.",
+        "Zwei Männer arbeiten.",
+    ]
     for beam in (1, 3):
         together = translation.translate(model, tokenizer, sentences, beam_size=beam, batch_size=8)
         alone = [translation.translate(model, tokenizer, [s], beam_size=beam)[0] for s in sentences]
         assert together == alone
 
 
-def test_beam_translate_uses_the_beam(smoke: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _main(["translate", "--checkpoint", str(smoke["checkpoint"]), "--beam", "4", "Ein Hund."], capsys)
+def test_beam_translate_uses_the_beam(
+    smoke: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _main(
+        ["translate", "--checkpoint", str(smoke["checkpoint"]), "--beam", "4", "Ein Hund."], capsys
+    )
     assert code == 0, err
     model, metadata = load_checkpoint(smoke["checkpoint"])
     tokenizer = BPETokenizer.from_json_str(metadata["tokenizer"])
     expected = translation.translate(
-        model, tokenizer, ["Ein Hund."], beam_size=4, length_penalty=metadata["decoding"]["length_penalty"]
+        model,
+        tokenizer,
+        ["Ein Hund."],
+        beam_size=4,
+        length_penalty=metadata["decoding"]["length_penalty"],
     )
     assert out.splitlines() == expected
 
@@ -185,10 +243,15 @@ def test_beam_translate_uses_the_beam(smoke: dict[str, Any], capsys: pytest.Capt
 def _profile_given(
     flags: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> translation.TranslationConfig:
-    """The configuration `train-translation --profile cpu FLAGS` hands to run_translation (which does not run)."""
+    """The configuration `train-translation --profile cpu FLAGS` hands to run_translation (which
+    does not run)."""
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(cli, "run_translation", lambda **kwargs: seen.update(kwargs) or {"task": "translation"})
-    code, _, err = _main(["train-translation", "--profile", "cpu", *flags, "--device", "cpu"], capsys)
+    monkeypatch.setattr(
+        cli, "run_translation", lambda **kwargs: seen.update(kwargs) or {"task": "translation"}
+    )
+    code, _, err = _main(
+        ["train-translation", "--profile", "cpu", *flags, "--device", "cpu"], capsys
+    )
     assert code == 0, err
     return seen["profile"]
 
@@ -197,14 +260,21 @@ def test_max_steps_is_a_step_budget_that_lifts_the_time_budget(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     profile = _profile_given(["--max-steps", "700"], monkeypatch, capsys)
-    assert (profile.train.max_steps, profile.train.max_epochs, profile.train.time_budget_s) == (700, None, None)
+    assert (profile.train.max_steps, profile.train.max_epochs, profile.train.time_budget_s) == (
+        700,
+        None,
+        None,
+    )
     cpu = translation.TRANSLATION_PROFILES["cpu"]
     limits = {"max_steps": 900, "max_epochs": None, "time_budget_s": 1800.0}
     assert replace(profile, train=replace(profile.train, **limits)) == cpu, "nothing else changed"
     with pytest.raises(ValueError, match="max_steps"):
         translation.translation_profile("cpu", max_steps=0)
-    # The configuration is checked when it is built: a linear decay needs more steps than its warm-up.
-    code, _, err = _main(["train-translation", "--profile", "cpu", "--max-steps", "7", "--device", "cpu"], capsys)
+    # The configuration is checked when it is built: a linear decay needs more steps than its
+    # warm-up.
+    code, _, err = _main(
+        ["train-translation", "--profile", "cpu", "--max-steps", "7", "--device", "cpu"], capsys
+    )
     assert code == 2 and "needs max_steps > warmup_steps; got max_steps=7, warmup_steps=300" in err
 
 
@@ -212,9 +282,15 @@ def test_time_budget_lifts_the_step_limit_and_excludes_max_steps(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     profile = _profile_given(["--time-budget", "1800"], monkeypatch, capsys)
-    assert (profile.train.max_steps, profile.train.max_epochs, profile.train.time_budget_s) == (None, None, 1800.0)
+    assert (profile.train.max_steps, profile.train.max_epochs, profile.train.time_budget_s) == (
+        None,
+        None,
+        1800.0,
+    )
     with pytest.raises(SystemExit):
-        cli.main(["train-translation", "--profile", "cpu", "--time-budget", "60", "--max-steps", "5"])
+        cli.main(
+            ["train-translation", "--profile", "cpu", "--time-budget", "60", "--max-steps", "5"]
+        )
     assert "not allowed with argument" in capsys.readouterr().err
     with pytest.raises(ValueError, match="not both"):
         translation.translation_profile("cpu", max_steps=5, time_budget_s=60.0)
@@ -225,12 +301,30 @@ def test_time_budget_lifts_the_step_limit_and_excludes_max_steps(
 def test_set_changes_any_field_after_the_shorthand_flags(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    flags = ["--seed", "4", "--threads", "2", "--set", "train.lr=1e-3", "--set", "model.positional=rope"]
-    profile = _profile_given([*flags, "--set", "decode.beam_size=6", "--set", "train.seed=5"], monkeypatch, capsys)
-    assert (profile.train.lr, profile.model.positional, profile.decode.beam_size) == (1e-3, "rope", 6)
+    flags = [
+        "--seed",
+        "4",
+        "--threads",
+        "2",
+        "--set",
+        "train.lr=1e-3",
+        "--set",
+        "model.positional=rope",
+    ]
+    profile = _profile_given(
+        [*flags, "--set", "decode.beam_size=6", "--set", "train.seed=5"], monkeypatch, capsys
+    )
+    assert (profile.train.lr, profile.model.positional, profile.decode.beam_size) == (
+        1e-3,
+        "rope",
+        6,
+    )
     assert profile.num_threads == 2 and profile.train.seed == 5, "--set comes after --seed"
     cpu = translation.TRANSLATION_PROFILES["cpu"]
-    assert profile.train.warmup_steps == cpu.train.warmup_steps and profile.model.d_model == cpu.model.d_model
+    assert (
+        profile.train.warmup_steps == cpu.train.warmup_steps
+        and profile.model.d_model == cpu.model.d_model
+    )
 
 
 @pytest.mark.parametrize(
@@ -238,7 +332,10 @@ def test_set_changes_any_field_after_the_shorthand_flags(
     [
         ("train.lrate=1", "section 'train' has no field 'lrate'; it has max_steps"),
         ("optim.lr=1", "unknown section 'optim'"),
-        ("model.positional=alibi", "model.positional='alibi' is not one of ['sinusoidal', 'learned', 'rope']"),
+        (
+            "model.positional=alibi",
+            "model.positional='alibi' is not one of ['sinusoidal', 'learned', 'rope']",
+        ),
         ("train.warmup_steps=ten", "train.warmup_steps='ten' is not an int"),
         ("model.num_heads=5", "setting 'model.num_heads=5'"),
     ],
@@ -246,8 +343,12 @@ def test_set_changes_any_field_after_the_shorthand_flags(
 def test_a_bad_set_is_a_one_line_error_naming_it(
     setting: str, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, "run_translation", lambda **kwargs: pytest.fail("a bad --set must not start a run"))
-    code, out, err = _main(["train-translation", "--profile", "cpu", "--device", "cpu", "--set", setting], capsys)
+    monkeypatch.setattr(
+        cli, "run_translation", lambda **kwargs: pytest.fail("a bad --set must not start a run")
+    )
+    code, out, err = _main(
+        ["train-translation", "--profile", "cpu", "--device", "cpu", "--set", setting], capsys
+    )
     assert code == 2 and out == "" and "Traceback" not in err
     assert "error: --set: " in err and message in err
 
@@ -264,7 +365,8 @@ def _assert_equal_tensors(got: dict[str, torch.Tensor], expected: dict[str, torc
 def test_a_killed_run_resumes_to_the_weights_of_the_uninterrupted_run(
     smoke: dict[str, Any], multi30k_dir: Path, tmp_path: Path
 ) -> None:
-    """Killed while writing the checkpoint of step 35, the run resumes from step 30 and ends as the smoke run did.
+    """Killed while writing the checkpoint of step 35, the run resumes from step 30 and ends as the
+    smoke run did.
 
     Exactly (``torch.equal``): one process on one thread does the same operations in the same order
     as the uninterrupted run, so it gets the same floating-point numbers. A resume that lost Adam's
@@ -274,39 +376,63 @@ def test_a_killed_run_resumes_to_the_weights_of_the_uninterrupted_run(
     killed = _train(multi30k_dir, tmp_path, launch=("-c", KILLED_AT_STEP, "35"))
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     folder = tmp_path / "checkpoints"
-    left = ["step-0000030.safetensors", "step-0000030.train_state.pt", "step-0000035.train_state.pt"]
-    assert sorted(p.name for p in folder.glob("step-*")) == left, "step 30 whole, step 35 half-written"
+    left = [
+        "step-0000030.safetensors",
+        "step-0000030.train_state.pt",
+        "step-0000035.train_state.pt",
+    ]
+    assert sorted(p.name for p in folder.glob("step-*")) == left, (
+        "step 30 whole, step 35 half-written"
+    )
     assert not (tmp_path / "model.safetensors").exists()
     first_snapshot = folder / "snapshot-0001.safetensors"  # the weights evaluated at step 20
     written = first_snapshot.stat()
 
     resumed = _train(multi30k_dir, tmp_path, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    result, expected = (json.loads(run.splitlines()[-1]) for run in (resumed.stdout, smoke["stdout"]))
+    result, expected = (
+        json.loads(run.splitlines()[-1]) for run in (resumed.stdout, smoke["stdout"])
+    )
     assert result.pop("resumed_from_step") == 30 and "resumed_from_step" not in expected
     # A run that started again from scratch would reach the same weights: it would also evaluate
     # step 20 again, writing its snapshot anew (a new file, renamed over the old one).
     again = first_snapshot.stat() if first_snapshot.exists() else None
-    assert again is not None and (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns), (
-        "the resumed run trained steps 1-30 again"
-    )
-    timings = {"train_seconds", "wall_seconds", "tokens_per_s", "decode_seconds_greedy", "decode_seconds_beam"}
+    assert again is not None and (again.st_ino, again.st_mtime_ns) == (
+        written.st_ino,
+        written.st_mtime_ns,
+    ), "the resumed run trained steps 1-30 again"
+    timings = {
+        "train_seconds",
+        "wall_seconds",
+        "tokens_per_s",
+        "decode_seconds_greedy",
+        "decode_seconds_beam",
+    }
     for key in timings | {"checkpoint"}:
         result.pop(key), expected.pop(key)
     configs = [run.pop("config") for run in (result, expected)]
-    assert [c["train"].pop("checkpoint_path") for c in configs] == [str(folder), str(smoke["checkpoints"])]
+    assert [c["train"].pop("checkpoint_path") for c in configs] == [
+        str(folder),
+        str(smoke["checkpoints"]),
+    ]
     assert configs[0] == configs[1], "the same configuration, but for the directory"
-    assert result == expected and result["steps"] == SMOKE_STEPS  # losses, BLEU, translations, averaging
+    # losses, BLEU, translations, averaging
+    assert result == expected and result["steps"] == SMOKE_STEPS
     # The saved model (the last weights or the average of the last snapshots), the last checkpoint's
     # weights, Adam's moments and every step's loss are those of the uninterrupted run.
     _assert_equal_tensors(load_file(tmp_path / "model.safetensors"), load_file(smoke["checkpoint"]))
     last = "step-0000040"
-    assert sorted(p.name for p in folder.glob("step-*")) == [f"{last}.safetensors", f"{last}.train_state.pt"]
+    assert sorted(p.name for p in folder.glob("step-*")) == [
+        f"{last}.safetensors",
+        f"{last}.train_state.pt",
+    ]
     _assert_equal_tensors(
-        load_file(folder / f"{last}.safetensors"), load_file(smoke["checkpoints"] / f"{last}.safetensors")
+        load_file(folder / f"{last}.safetensors"),
+        load_file(smoke["checkpoints"] / f"{last}.safetensors"),
     )
     state, reference = (
-        torch.load(d / f"{last}.train_state.pt", weights_only=True) for d in (folder, smoke["checkpoints"])
+        torch.load(d / f"{last}.train_state.pt", weights_only=True)
+        for d in (folder, smoke["checkpoints"])
     )
     for param, moments in reference["optimizer"]["state"].items():
         _assert_equal_tensors(state["optimizer"]["state"][param], moments)
@@ -328,14 +454,20 @@ def test_a_checkpoint_directory_is_continued_only_by_the_run_that_wrote_it(
         str(smoke["checkpoints"]),
     ]
     code, out, err = _main(["train-translation", *flags], capsys)  # a new run would overwrite it
-    assert code == 2 and out == "" and "already holds the state of a run" in err and "--resume" in err
-    code, out, err = _main(["train-translation", *flags, "--seed", "1", "--max-steps", "50", "--resume"], capsys)
+    assert (
+        code == 2 and out == "" and "already holds the state of a run" in err and "--resume" in err
+    )
+    code, out, err = _main(
+        ["train-translation", *flags, "--seed", "1", "--max-steps", "50", "--resume"], capsys
+    )
     assert code == 2 and out == "" and "written by another run" in err
     assert "train.max_steps: 40 there, 50 here" in err and "train.seed: 0 there, 1 here" in err
     assert sorted(smoke["checkpoints"].iterdir()) == written, "refused before anything was written"
 
 
-def test_resume_needs_a_directory_with_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_resume_needs_a_directory_with_a_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = ["train-translation", "--profile", "smoke", "--device", "cpu"]
     code, _, err = _main([*run, "--resume"], capsys)
     assert code == 2 and "--resume needs --checkpoint-dir DIR" in err
@@ -360,20 +492,29 @@ def test_an_interrupted_run_says_how_to_resume(
     monkeypatch.setattr(cli, "run_translation", interrupted)
     folder = str(tmp_path / "run")
     code, out, err = _main(
-        ["train-translation", "--profile", "smoke", "--device", "cpu", "--checkpoint-dir", folder], capsys
+        ["train-translation", "--profile", "smoke", "--device", "cpu", "--checkpoint-dir", folder],
+        capsys,
     )
-    assert code == 130 and out == "" and "interrupted" in err and folder in err and "--resume" in err
+    assert (
+        code == 130 and out == "" and "interrupted" in err and folder in err and "--resume" in err
+    )
 
 
 def test_the_old_program_name_runs_nothing_and_names_the_new_one() -> None:
-    """``python -m transformer_lib`` was the command line: an old shell history now only says where it went."""
+    """``python -m transformer_lib`` was the command line: an old shell history now only says where
+    it went."""
     command = [sys.executable, "-m", "transformer_lib", "train-translation", "--profile", "cpu"]
     done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr.strip() == "the command line is now: python -m transformer_tasks train-translation --profile cpu"
+    assert (
+        done.stderr.strip()
+        == "the command line is now: python -m transformer_tasks train-translation --profile cpu"
+    )
 
 
-def test_tokenizer_is_trained_on_the_training_split_only(multi30k_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tokenizer_is_trained_on_the_training_split_only(
+    multi30k_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: list[list[tuple[str, str]]] = []
 
     class Stop(Exception):
@@ -395,13 +536,24 @@ def test_time_budget_ends_training(multi30k_dir: Path) -> None:
     tiny = translation.apply_overrides(
         translation.TRANSLATION_PROFILES["smoke"],
         [
-            "name=tiny", "average_last=1", "data.train_limit=400", "data.test_limit=8", "data.vocab_size=300",
-            "model.d_model=16", "model.num_heads=2", "model.num_encoder_layers=1", "model.num_decoder_layers=1",
-            "model.d_ff=32", "train.max_steps=100000", "train.time_budget_s=1.5", "train.seed=1",
+            "name=tiny",
+            "average_last=1",
+            "data.train_limit=400",
+            "data.test_limit=8",
+            "data.vocab_size=300",
+            "model.d_model=16",
+            "model.num_heads=2",
+            "model.num_encoder_layers=1",
+            "model.num_decoder_layers=1",
+            "model.d_ff=32",
+            "train.max_steps=100000",
+            "train.time_budget_s=1.5",
+            "train.seed=1",
             "train.eval_every=10000",  # only the final evaluation
-            "train.progress=false", "decode.beam_size=2",
+            "train.progress=false",
+            "decode.beam_size=2",
         ],
-    )  # fmt: skip
+    )
     result = translation.run_translation(multi30k_dir, profile=tiny, device="cpu")
     assert result["stop_reason"] == "time_budget"
     assert 1.0 <= result["train_seconds"] < 8.0
@@ -423,11 +575,25 @@ def test_copy_command_prints_json_and_saves_a_copy_checkpoint(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "copy.safetensors"
-    argv = ["copy", "--device", "cpu", "--threads", "1", "--max-steps", "3", "--seed", "1", "--save", str(path)]
+    argv = [
+        "copy",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--max-steps",
+        "3",
+        "--seed",
+        "1",
+        "--save",
+        str(path),
+    ]
     code, out, err = _main(argv, capsys)
     assert code == 0, err
     result = json.loads(out.strip().splitlines()[-1])
-    assert {"exact_match", "steps", "train_seconds", "wall_seconds", "device", "params"} <= set(result)
+    assert {"exact_match", "steps", "train_seconds", "wall_seconds", "device", "params"} <= set(
+        result
+    )
     assert result["steps"] == 3 and 0.0 <= result["exact_match"] <= 1.0
     assert read_checkpoint_header(path)[1]["task"] == "copy"
 
@@ -469,15 +635,23 @@ def test_bad_flags_exit_2_with_usage(argv: list[str], capsys: pytest.CaptureFixt
     assert "usage:" in err and "Traceback" not in err and out == ""
 
 
-def test_copy_checkpoint_is_refused_by_translate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = save_checkpoint(Transformer(copy_model_config()), tmp_path / "copy.safetensors", task="copy")
+def test_copy_checkpoint_is_refused_by_translate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = save_checkpoint(
+        Transformer(copy_model_config()), tmp_path / "copy.safetensors", task="copy"
+    )
     code, out, err = _main(["translate", "--checkpoint", str(path), "Ein Hund."], capsys)
     assert code == 2 and out == ""
     assert "'copy' task" in err and "train-translation --save" in err and "Traceback" not in err
 
 
-def test_missing_or_corrupted_checkpoint_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _main(["translate", "--checkpoint", str(tmp_path / "none.safetensors"), "Hallo"], capsys)
+def test_missing_or_corrupted_checkpoint_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _main(
+        ["translate", "--checkpoint", str(tmp_path / "none.safetensors"), "Hallo"], capsys
+    )
     assert code == 2 and "does not exist" in err and "none.safetensors" in err
     broken = tmp_path / "broken.safetensors"
     broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not a header")

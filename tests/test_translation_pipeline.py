@@ -1,8 +1,9 @@
-"""The translation pipeline in pieces: train_translation, evaluate_translation, translation_summary, save_translation.
+"""The translation pipeline in pieces: train_translation, evaluate_translation, translation_summary,
+save_translation.
 
 Everything runs a profile smaller still than ``smoke`` (400 training pairs, a 1+1-layer model of
-width 16, 24 steps, one thread) on Multi30k (the ``multi30k_dir`` fixture), so each training takes a second or
-two. Nothing here downloads.
+width 16, 24 steps, one thread) on Multi30k (the ``multi30k_dir`` fixture), so each training takes a
+second or two. Nothing here downloads.
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ from transformer_tasks import (
 )
 from transformer_tasks.cli import load_translation_checkpoint
 from transformer_tasks.multi30k import load_multi30k
-from transformer_tasks.translation import TRANSLATION_PROFILES, ResumeError, apply_overrides, encode_pairs
+from transformer_tasks.translation import (
+    TRANSLATION_PROFILES,
+    ResumeError,
+    apply_overrides,
+    encode_pairs,
+)
 from transformer_tasks.translation import train as translation_training
 from transformer_tasks.translation.checkpoints import RunDirectory
 
@@ -40,17 +46,36 @@ SEED = 3
 TINY = apply_overrides(
     TRANSLATION_PROFILES["smoke"],
     [
-        "name=tiny", "average_last=3", "num_threads=1",
-        "data.train_limit=400", "data.test_limit=12", "data.vocab_size=300", "data.max_tokens=600",
-        "model.d_model=16", "model.num_heads=2", "model.num_encoder_layers=1", "model.num_decoder_layers=1",
+        "name=tiny",
+        "average_last=3",
+        "num_threads=1",
+        "data.train_limit=400",
+        "data.test_limit=12",
+        "data.vocab_size=300",
+        "data.max_tokens=600",
+        "model.d_model=16",
+        "model.num_heads=2",
+        "model.num_encoder_layers=1",
+        "model.num_decoder_layers=1",
         "model.d_ff=32",
-        "train.lr=3e-3", "train.warmup_steps=10", "train.max_steps=24", "train.time_budget_s=None",
-        "train.eval_every=8", f"train.seed={SEED}", "train.progress=false",
+        "train.lr=3e-3",
+        "train.warmup_steps=10",
+        "train.max_steps=24",
+        "train.time_budget_s=None",
+        "train.eval_every=8",
+        f"train.seed={SEED}",
+        "train.progress=false",
         "decode.beam_size=2",
     ],
-)  # fmt: skip
+)
 # Keys of the summary that measure time (they differ between two identical runs).
-TIMINGS = {"train_seconds", "wall_seconds", "tokens_per_s", "decode_seconds_greedy", "decode_seconds_beam"}
+TIMINGS = {
+    "train_seconds",
+    "wall_seconds",
+    "tokens_per_s",
+    "decode_seconds_greedy",
+    "decode_seconds_beam",
+}
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +91,9 @@ def evaluation(run: TranslationRun) -> TranslationEvaluation:
 def _batches(run: TranslationRun, pairs: list[tuple[str, str]], **kwargs: object) -> list:
     tok = run.tokenizer
     ids = encode_pairs(tok, pairs)
-    return token_batches(ids, run.profile.data.max_tokens, tok.pad_id, tok.bos_id, tok.eos_id, **kwargs)
+    return token_batches(
+        ids, run.profile.data.max_tokens, tok.pad_id, tok.bos_id, tok.eos_id, **kwargs
+    )
 
 
 # ----------------------------------------------------------------------------- train_translation
@@ -127,7 +154,8 @@ def test_training_uses_the_threads_asked_for_then_restores_them(
     try:
         short = apply_overrides(TINY, ["train.max_steps=2", "train.eval_every=None"])
         path = tmp_path / "trained.safetensors"
-        done = train_translation(multi30k_dir, profile=short, device="cpu", save=path)  # num_threads=1
+        # num_threads=1
+        done = train_translation(multi30k_dir, profile=short, device="cpu", save=path)
         assert seen == [1] and done.threads == 1
         assert torch.get_num_threads() == 2, "the thread setting is restored after training"
     finally:
@@ -139,7 +167,8 @@ def test_training_uses_the_threads_asked_for_then_restores_them(
     assert metadata["results"]["steps"] == 2 and "bleu" not in metadata["results"]
 
 
-# ----------------------------------------------------------------------------- checkpoints and resume
+# ----------------------------------------------------------------------------- checkpoints and
+# resume
 
 
 class _Stopped(Exception):
@@ -149,10 +178,12 @@ class _Stopped(Exception):
 def test_a_run_stopped_while_checkpointing_resumes_to_the_uninterrupted_run(
     run: TranslationRun, multi30k_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Stopped at step 20, after the evaluations of steps 8 and 16: the resumed run needs both snapshots.
+    """Stopped at step 20, after the evaluations of steps 8 and 16: the resumed run needs both
+    snapshots.
 
     The run averages the snapshots of its last 3 evaluations (8, 16, 24): the resumed run reads the
-    first two from the directory, so its kept weights are those of the uninterrupted ``run``, exactly.
+    first two from the directory, so its kept weights are those of the uninterrupted ``run``,
+    exactly.
     """
     save_model = training_state.save_checkpoint
 
@@ -161,7 +192,9 @@ def test_a_run_stopped_while_checkpointing_resumes_to_the_uninterrupted_run(
             raise _Stopped  # after the training state of step 20, before its model
         return save_model(model, path, **metadata)  # type: ignore[arg-type]
 
-    every = apply_overrides(TINY, [f"train.checkpoint_path={tmp_path / 'run'}", "train.checkpoint_every=4"])
+    every = apply_overrides(
+        TINY, [f"train.checkpoint_path={tmp_path / 'run'}", "train.checkpoint_every=4"]
+    )
     with monkeypatch.context() as patch:
         patch.setattr(training_state, "save_checkpoint", save_or_stop)
         with pytest.raises(_Stopped):
@@ -171,18 +204,28 @@ def test_a_run_stopped_while_checkpointing_resumes_to_the_uninterrupted_run(
     written = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in snapshots]
     resumed = train_translation(multi30k_dir, every, "cpu", resume=True)
     assert resumed.resumed_from_step == 16 and run.resumed_from_step == 0
-    # Steps 8 and 16 were not evaluated again (a run started from scratch would have written these anew).
-    assert [(p.stat().st_ino, p.stat().st_mtime_ns) if p.exists() else None for p in snapshots] == written
+    # Steps 8 and 16 were not evaluated again (a run started from scratch would have written these
+    # anew).
+    assert [
+        (p.stat().st_ino, p.stat().st_mtime_ns) if p.exists() else None for p in snapshots
+    ] == written
     assert run.averaged_checkpoints == resumed.averaged_checkpoints
     for name, tensor in run.model.state_dict().items():
         assert torch.equal(resumed.model.state_dict()[name], tensor), name
-    assert resumed.val_history == run.val_history and resumed.val_loss_averaged == run.val_loss_averaged
+    assert (
+        resumed.val_history == run.val_history
+        and resumed.val_loss_averaged == run.val_loss_averaged
+    )
     assert [h["loss"] for h in resumed.history] == [h["loss"] for h in run.history]
-    assert resumed.tokens == run.tokens, "tokens count the whole run, the epochs before the resumed one too"
+    assert resumed.tokens == run.tokens, (
+        "tokens count the whole run, the epochs before the resumed one too"
+    )
     assert resumed.epochs == run.epochs and resumed.stop_reason == "max_steps"
 
 
-def test_run_directory_checks_its_arguments_and_the_tokenizer(run: TranslationRun, tmp_path: Path) -> None:
+def test_run_directory_checks_its_arguments_and_the_tokenizer(
+    run: TranslationRun, tmp_path: Path
+) -> None:
     with pytest.raises(ValueError, match="checkpoint_every"):
         apply_overrides(TINY, ["train.checkpoint_every=0"])
     with pytest.raises(TypeError, match="resume must be True or False"):
@@ -202,31 +245,57 @@ def test_run_directory_checks_its_arguments_and_the_tokenizer(run: TranslationRu
 # ----------------------------------------------------------------------------- evaluate_translation
 
 
-def test_evaluation_scores_the_translations_it_returns(run: TranslationRun, evaluation: TranslationEvaluation) -> None:
+def test_evaluation_scores_the_translations_it_returns(
+    run: TranslationRun, evaluation: TranslationEvaluation
+) -> None:
     assert evaluation.sources == [de for de, _ in run.test_pairs]
     assert evaluation.references == [en for _, en in run.test_pairs]
     limits = dict(max_len_a=TINY.decode.max_len_a, max_len_b=TINY.decode.max_len_b)
-    assert evaluation.greedy == translate(run.model, run.tokenizer, evaluation.sources, beam_size=1, **limits)
-    assert evaluation.beam == translate(
-        run.model, run.tokenizer, evaluation.sources, beam_size=2, length_penalty=TINY.decode.length_penalty, **limits
+    assert evaluation.greedy == translate(
+        run.model, run.tokenizer, evaluation.sources, beam_size=1, **limits
     )
-    assert vars(evaluation.bleu_greedy) == vars(corpus_bleu(evaluation.greedy, evaluation.references))
+    assert evaluation.beam == translate(
+        run.model,
+        run.tokenizer,
+        evaluation.sources,
+        beam_size=2,
+        length_penalty=TINY.decode.length_penalty,
+        **limits,
+    )
+    assert vars(evaluation.bleu_greedy) == vars(
+        corpus_bleu(evaluation.greedy, evaluation.references)
+    )
     assert vars(evaluation.bleu_beam) == vars(corpus_bleu(evaluation.beam, evaluation.references))
     assert evaluation.signature.startswith("nrefs:1|") and "tok:13a" in evaluation.signature
     assert evaluation.beam_size == 2 and evaluation.threads == 1
     summary = evaluation.summary()
     assert summary["bleu"] == round(evaluation.bleu_greedy.score, 2)
-    rows = zip(evaluation.sources, evaluation.references, evaluation.greedy, evaluation.beam, strict=True)
-    assert summary["examples"] == [{"source": s, "reference": r, "greedy": g, "beam": b} for s, r, g, b in rows][:3]
+    rows = zip(
+        evaluation.sources, evaluation.references, evaluation.greedy, evaluation.beam, strict=True
+    )
+    assert (
+        summary["examples"]
+        == [{"source": s, "reference": r, "greedy": g, "beam": b} for s, r, g, b in rows][:3]
+    )
 
 
-def test_evaluation_of_other_pairs_and_beam_settings(run: TranslationRun, evaluation: TranslationEvaluation) -> None:
+def test_evaluation_of_other_pairs_and_beam_settings(
+    run: TranslationRun, evaluation: TranslationEvaluation
+) -> None:
     pairs = [list(pair) for pair in run.test_pairs[:4]]  # lists work as pairs too
     other = evaluate_translation(run, pairs, beam_size=3, length_penalty=1.0, progress=False)
-    assert other.greedy == evaluation.greedy[:4], "greedy output does not depend on the other sentences"
+    assert other.greedy == evaluation.greedy[:4], (
+        "greedy output does not depend on the other sentences"
+    )
     assert other.beam_size == 3 and other.length_penalty == 1.0
     assert other.beam == translate(
-        run.model, run.tokenizer, other.sources, beam_size=3, length_penalty=1.0, max_len_a=1.5, max_len_b=10
+        run.model,
+        run.tokenizer,
+        other.sources,
+        beam_size=3,
+        length_penalty=1.0,
+        max_len_a=1.5,
+        max_len_b=10,
     )
 
 
@@ -297,4 +366,7 @@ def test_saved_run_translates_like_the_model_in_memory(
     model, tokenizer, metadata = load_translation_checkpoint(path)
     assert metadata["results"]["bleu"] == round(evaluation.bleu_greedy.score, 2)
     assert metadata["decoding"] == run.decoding
-    assert translate(model, tokenizer, evaluation.sources[:5], max_len_a=1.5, max_len_b=10) == evaluation.greedy[:5]
+    assert (
+        translate(model, tokenizer, evaluation.sources[:5], max_len_a=1.5, max_len_b=10)
+        == evaluation.greedy[:5]
+    )

@@ -1,10 +1,10 @@
 """Chapter 11's stored run, its results files and its prose tell the same story.
 
-``results/translation-cpu.json`` is written by chapter 11's stored run of the ``cpu`` profile: seed 0 with
-30 minutes of training steps (a time budget). Its scores must be the ones the chapter's stored outputs
-print, and the ones the chapter's prose states; and the file must say where, when and from which code they
-were measured. The profile's step budget, 900 steps, ran from the command line with seeds 0 and 1; the
-chapter states both and their mean.
+``results/translation-cpu.json`` is written by chapter 11's stored run of the ``cpu`` profile: seed
+0 with 30 minutes of training steps (a time budget). Its scores must be the ones the chapter's
+stored outputs print, and the ones the chapter's prose states; and the file must say where, when and
+from which code they were measured. The profile's step budget, 900 steps, ran from the command line
+with seeds 0 and 1; the chapter states both and their mean.
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ def _chapter() -> tuple[str, str]:
     cells = json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"]
     markdown = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
     outputs = "\n".join(
-        "".join(o.get("text", "")) for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])
+        "".join(o.get("text", ""))
+        for c in cells
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
     )
     return markdown, outputs
 
@@ -38,8 +41,18 @@ def test_the_results_file_says_what_was_measured_where_and_when() -> None:
     record = _record()
     results = record["results"]
     assert results["profile"] == "cpu" and results["task"] == "translation"
-    for key in ("bleu", "bleu_beam", "sacrebleu_signature", "steps", "train_seconds", "tokens_per_s", "params",
-                "seed", "amp", "stop_reason"):
+    for key in (
+        "bleu",
+        "bleu_beam",
+        "sacrebleu_signature",
+        "steps",
+        "train_seconds",
+        "tokens_per_s",
+        "params",
+        "seed",
+        "amp",
+        "stop_reason",
+    ):
         assert key in results, key
     assert record["machine"]["cpu"] and record["machine"]["torch"]
     assert record["date"].startswith("20") and record["commit"]
@@ -49,9 +62,13 @@ def test_chapter_11_prints_and_states_the_scores_of_the_results_file() -> None:
     results = _record()["results"]
     markdown, outputs = _chapter()
     greedy, beam = f"{results['bleu']:.2f}", f"{results['bleu_beam']:.2f}"
-    assert f"greedy   BLEU {greedy}" in outputs and f"BLEU {beam}" in outputs, "the stored outputs print other scores"
+    assert f"greedy   BLEU {greedy}" in outputs and f"BLEU {beam}" in outputs, (
+        "the stored outputs print other scores"
+    )
     assert f"stopped after {results['steps']} steps" in outputs
-    assert greedy in markdown and beam in markdown, "the chapter's prose does not state the scores of its run"
+    assert greedy in markdown and beam in markdown, (
+        "the chapter's prose does not state the scores of its run"
+    )
 
 
 def test_the_chapters_run_is_seed_0_with_30_minutes_of_training() -> None:
@@ -59,7 +76,10 @@ def test_the_chapters_run_is_seed_0_with_30_minutes_of_training() -> None:
     assert results["stop_reason"] == "time_budget" and results["config"]["time_budget_s"] == 1800.0
     assert results["config"]["max_steps"] is None and results["seed"] == 0
     markdown, _ = _chapter()
-    assert f"{results['steps']:,} steps" in markdown and f"{results['train_seconds']:,.1f} s" in markdown
+    assert (
+        f"{results['steps']:,} steps" in markdown
+        and f"{results['train_seconds']:,.1f} s" in markdown
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -79,7 +99,8 @@ def test_chapter_11_states_the_mean_of_the_two_seeds_of_the_step_budget() -> Non
 
 
 def test_chapter_11_states_the_earlier_30_minute_run_from_the_command_line() -> None:
-    """The same time budget run earlier: how much a time-budgeted result moves with the machine's speed."""
+    """The same time budget run earlier: how much a time-budgeted result moves with the machine's
+    speed."""
     path = ROOT / "results" / "translation-cpu-30min-seed0.json"
     record = json.loads(path.read_text(encoding="utf-8"))["results"]
     assert record["stop_reason"] == "time_budget" and record["config"]["time_budget_s"] == 1800.0

@@ -105,10 +105,15 @@ def test_defaults_build_the_paper_model(config) -> None:
 
 
 def test_new_fields_build_the_same_model_when_given_their_defaults(config) -> None:
-    """Spelling out the defaults (num_kv_heads=num_heads included) gives the same weights and logits."""
+    """Spelling out the defaults (num_kv_heads=num_heads included) gives the same weights and
+    logits."""
     plain = model_of(config())
-    explicit = model_of(config(positional="sinusoidal", norm="layernorm", activation="relu", num_kv_heads=4))
-    for (name, a), (name2, b) in zip(plain.state_dict().items(), explicit.state_dict().items(), strict=True):
+    explicit = model_of(
+        config(positional="sinusoidal", norm="layernorm", activation="relu", num_kv_heads=4)
+    )
+    for (name, a), (name2, b) in zip(
+        plain.state_dict().items(), explicit.state_dict().items(), strict=True
+    ):
         assert name == name2 and torch.equal(a, b)
     src, tgt = ids(2, 5, SRC_VOCAB), ids(2, 4, TGT_VOCAB, seed=1)
     assert torch.equal(plain(src, tgt), explicit(src, tgt))
@@ -116,9 +121,17 @@ def test_new_fields_build_the_same_model_when_given_their_defaults(config) -> No
 
 def test_checkpoint_written_before_the_variant_fields_still_loads(tmp_path, config) -> None:
     model = model_of(config(norm_first=True), dtype=torch.float32)
-    old_config = {k: v for k, v in model.config.to_dict().items() if k not in ("positional", "norm", "num_kv_heads")}
+    old_config = {
+        k: v
+        for k, v in model.config.to_dict().items()
+        if k not in ("positional", "norm", "num_kv_heads")
+    }
     path = tmp_path / "old.safetensors"
-    header = {"format": FORMAT, "config": json.dumps(old_config), "metadata": json.dumps({"epoch": 3})}
+    header = {
+        "format": FORMAT,
+        "config": json.dumps(old_config),
+        "metadata": json.dumps({"epoch": 3}),
+    }
     save_model(model, str(path), metadata=header)
     assert TransformerConfig.from_dict(old_config) == model.config
     loaded, metadata = load_checkpoint(path)
@@ -130,19 +143,41 @@ def test_checkpoint_written_before_the_variant_fields_still_loads(tmp_path, conf
 @pytest.mark.parametrize(
     ("overrides", "error", "message"),
     [
-        ({"positional": "alibi"}, ValueError, r"positional='alibi' is not one of \['sinusoidal', 'learned', 'rope'\]"),
-        ({"norm": "batchnorm"}, ValueError, r"norm='batchnorm' is not one of \['layernorm', 'rmsnorm'\]"),
-        ({"activation": "swish"}, ValueError, r"activation='swish' is not one of \['gelu', 'relu', 'swiglu'\]"),
+        (
+            {"positional": "alibi"},
+            ValueError,
+            r"positional='alibi' is not one of \['sinusoidal', 'learned', 'rope'\]",
+        ),
+        (
+            {"norm": "batchnorm"},
+            ValueError,
+            r"norm='batchnorm' is not one of \['layernorm', 'rmsnorm'\]",
+        ),
+        (
+            {"activation": "swish"},
+            ValueError,
+            r"activation='swish' is not one of \['gelu', 'relu', 'swiglu'\]",
+        ),
         ({"num_kv_heads": 3}, ValueError, r"num_kv_heads=3 must divide num_heads=4 .* \[1, 2, 4\]"),
-        ({"num_kv_heads": 0}, ValueError, r"num_kv_heads must be a positive int, got num_kv_heads=0"),
+        (
+            {"num_kv_heads": 0},
+            ValueError,
+            r"num_kv_heads must be a positive int, got num_kv_heads=0",
+        ),
         ({"num_kv_heads": 2.0}, TypeError, r"num_kv_heads must be an int"),
-        ({"positional": "rope", "d_model": 12, "num_heads": 4}, ValueError, r"head width .* = 3 must be even"),
+        (
+            {"positional": "rope", "d_model": 12, "num_heads": 4},
+            ValueError,
+            r"head width .* = 3 must be even",
+        ),
         ({"norm_first": "yes"}, TypeError, r"norm_first must be a bool"),
         ({"tie_embeddings": 1}, TypeError, r"tie_embeddings must be a bool"),
         ({"pad_id": 0.0}, TypeError, r"pad_id must be an int"),
     ],
 )
-def test_bad_variant_fields_raise_clear_errors(overrides: dict, error: type, message: str, config) -> None:
+def test_bad_variant_fields_raise_clear_errors(
+    overrides: dict, error: type, message: str, config
+) -> None:
     with pytest.raises(error, match=message):
         config(**overrides)
 
@@ -157,7 +192,8 @@ def test_odd_d_model_is_allowed_without_the_sinusoidal_table(config) -> None:
 # rotary position embedding (RoPE)
 # ---------------------------------------------------------------------------------------------
 def test_rope_scores_depend_only_on_the_relative_offset() -> None:
-    """``<R(m) q, R(n) k>`` is a function of ``n - m``: shifting both positions leaves it unchanged."""
+    """``<R(m) q, R(n) k>`` is a function of ``n - m``: shifting both positions leaves it
+    unchanged."""
     torch.manual_seed(0)
     d_k, length = 8, 32
     rope = RotaryEmbedding(d_k, max_len=length)
@@ -165,8 +201,10 @@ def test_rope_scores_depend_only_on_the_relative_offset() -> None:
     rq = rope(q.expand(1, 1, length, d_k))[0, 0]  # (T, d_k): q placed at every position
     rk = rope(k.expand(1, 1, length, d_k))[0, 0]  # (T, d_k)
     scores = rq @ rk.T  # scores[m, n] = <R(m) q, R(n) k>
-    assert_close(scores[1:, 1:], scores[:-1, :-1], rtol=0, atol=1e-12)  # constant along every diagonal
-    assert_close(scores.diagonal(), (q @ k).expand(length), rtol=0, atol=1e-12)  # offset 0: the plain q.k
+    # constant along every diagonal
+    assert_close(scores[1:, 1:], scores[:-1, :-1], rtol=0, atol=1e-12)
+    # offset 0: the plain q.k
+    assert_close(scores.diagonal(), (q @ k).expand(length), rtol=0, atol=1e-12)
     assert (scores[0, 1:] - scores[0, 0]).abs().max() > 0.1  # ...and it does depend on the offset
     # the same through the offset argument (how the KV cache numbers new positions)
     for m, n, shift in ((3, 7, 11), (20, 5, 6)):
@@ -175,7 +213,8 @@ def test_rope_scores_depend_only_on_the_relative_offset() -> None:
 
 
 def test_rope_is_a_rotation_per_feature_pair() -> None:
-    """Against complex multiplication: pair ``(x_2i, x_2i+1)`` times ``exp(i p w_i)``; norms are kept."""
+    """Against complex multiplication: pair ``(x_2i, x_2i+1)`` times ``exp(i p w_i)``; norms are
+    kept."""
     torch.manual_seed(0)
     d_k, length = 6, 10
     x = torch.randn(2, 3, length, d_k, dtype=F64)
@@ -235,7 +274,8 @@ def test_learned_positions_are_distinct_rows_that_learn() -> None:
     assert distances.min() > 0.5  # every position has its own vector
     target = torch.randn(2, 10, 8)
     (out * target).sum().backward()
-    assert_close(table.grad[:10], target.sum(0), rtol=0, atol=1e-6)  # gradient reaches each used row
+    # gradient reaches each used row
+    assert_close(table.grad[:10], target.sum(0), rtol=0, atol=1e-6)
     assert (table.grad[10:] == 0).all()  # ...and only those
     with pytest.raises(ValueError, match="exceeds max_len=12"):
         pe(torch.zeros(1, 5, 8), offset=8)
@@ -272,9 +312,17 @@ def with_torch_rmsnorm(layer: nn.Module) -> nn.Module:
 def test_rmsnorm_option_equals_torch_rmsnorm_inside_layers(norm_first: bool) -> None:
     torch.manual_seed(0)
     encoder = randomize_(Encoder(LayerSpec(16, 4, 32, 0.0, norm_first, norm="rmsnorm"), 2).double())
-    decoder_layer = randomize_(DecoderLayer(LayerSpec(16, 4, 32, 0.0, norm_first, norm="rmsnorm")).double())
-    norms = [m for m in [*encoder.modules(), *decoder_layer.modules()] if isinstance(m, (RMSNorm, LayerNorm))]
-    assert all(type(m) is RMSNorm for m in norms) and len(norms) == 2 * 2 + 3 + (1 if norm_first else 0)
+    decoder_layer = randomize_(
+        DecoderLayer(LayerSpec(16, 4, 32, 0.0, norm_first, norm="rmsnorm")).double()
+    )
+    norms = [
+        m
+        for m in [*encoder.modules(), *decoder_layer.modules()]
+        if isinstance(m, (RMSNorm, LayerNorm))
+    ]
+    assert all(type(m) is RMSNorm for m in norms) and len(norms) == 2 * 2 + 3 + (
+        1 if norm_first else 0
+    )
     x, memory = torch.randn(2, 5, 16, dtype=F64), torch.randn(2, 6, 16, dtype=F64)
     keep = padding_mask(torch.tensor([[1] * 6, [1] * 4 + [0] * 2]), 0)
     for ours, theirs, args in (
@@ -319,8 +367,12 @@ def test_gqa_with_one_group_per_head_equals_torch_multihead_attention() -> None:
     torch.manual_seed(0)
     ours = randomize_(MultiHeadAttention(16, 4, num_kv_heads=4)).double()
     theirs = nn.MultiheadAttention(16, 4, batch_first=True, dtype=F64)
-    theirs.in_proj_weight.data.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
-    theirs.in_proj_bias.data.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+    theirs.in_proj_weight.data.copy_(
+        torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
+    )
+    theirs.in_proj_bias.data.copy_(
+        torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias])
+    )
     theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
     x, memory = torch.randn(2, 5, 16, dtype=F64), torch.randn(2, 7, 16, dtype=F64)
     keep = torch.tensor([[True] * 7, [True] * 3 + [False] * 4])
@@ -332,23 +384,32 @@ def test_gqa_with_one_group_per_head_equals_torch_multihead_attention() -> None:
 
 
 def repeated_kv_twin(gqa: MultiHeadAttention) -> MultiHeadAttention:
-    """Plain multi-head attention whose key/value heads are the GQA heads, each repeated for its group."""
+    """Plain multi-head attention whose key/value heads are the GQA heads, each repeated for its
+    group."""
     d_model, heads, groups, d_k = gqa.d_model, gqa.num_heads, gqa.groups, gqa.d_k
     mha = MultiHeadAttention(d_model, heads).to(gqa.q_proj.weight.dtype)
     with torch.no_grad():
         for name in ("q_proj", "out_proj"):
             getattr(mha, name).load_state_dict(getattr(gqa, name).state_dict())
         for name in ("k_proj", "v_proj"):
-            weight = getattr(gqa, name).weight.view(gqa.num_kv_heads, d_k, d_model)  # (H_kv * d_k, d) -> (H_kv, d_k, d)
-            bias = getattr(gqa, name).bias.view(gqa.num_kv_heads, d_k)  # (H_kv * d_k,) -> (H_kv, d_k)
-            getattr(mha, name).weight.copy_(weight.repeat_interleave(groups, dim=0).reshape(heads * d_k, d_model))
-            getattr(mha, name).bias.copy_(bias.repeat_interleave(groups, dim=0).reshape(heads * d_k))
+            # (H_kv * d_k, d) -> (H_kv, d_k, d)
+            weight = getattr(gqa, name).weight.view(gqa.num_kv_heads, d_k, d_model)
+            # (H_kv * d_k,) -> (H_kv, d_k)
+            bias = getattr(gqa, name).bias.view(gqa.num_kv_heads, d_k)
+            getattr(mha, name).weight.copy_(
+                weight.repeat_interleave(groups, dim=0).reshape(heads * d_k, d_model)
+            )
+            getattr(mha, name).bias.copy_(
+                bias.repeat_interleave(groups, dim=0).reshape(heads * d_k)
+            )
     return mha
 
 
 @pytest.mark.parametrize("num_kv_heads", [1, 2])
 @pytest.mark.parametrize("rope", [False, True])
-def test_gqa_equals_multihead_attention_with_repeated_kv_heads(num_kv_heads: int, rope: bool) -> None:
+def test_gqa_equals_multihead_attention_with_repeated_kv_heads(
+    num_kv_heads: int, rope: bool
+) -> None:
     torch.manual_seed(0)
     rotary = RotaryEmbedding(4, max_len=16) if rope else None
     gqa = randomize_(MultiHeadAttention(16, 4, num_kv_heads=num_kv_heads, rotary=rotary)).double()
@@ -368,17 +429,23 @@ def test_gqa_equals_multihead_attention_with_repeated_kv_heads(num_kv_heads: int
         assert weights.shape[1] == 4  # weights per query head
     # cached decoding stores only the key/value heads, and equals the full computation
     cache = KVCache()
-    steps = [gqa(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache)[0] for t in range(5)]
+    steps = [
+        gqa(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], cache=cache)[0] for t in range(5)
+    ]
     assert cache.key.shape == (2, num_kv_heads, 5, 4)
     assert_close(torch.cat(steps, dim=1), gqa(x, x, x, causal_mask(5))[0])
 
 
 def test_gqa_gradcheck_with_rope() -> None:
     torch.manual_seed(0)
-    mha = randomize_(MultiHeadAttention(8, 4, num_kv_heads=2, rotary=RotaryEmbedding(2, max_len=8))).double()
+    mha = randomize_(
+        MultiHeadAttention(8, 4, num_kv_heads=2, rotary=RotaryEmbedding(2, max_len=8))
+    ).double()
     x = torch.randn(1, 3, 8, dtype=F64, requires_grad=True)
     for need_weights in (False, True):
-        assert torch.autograd.gradcheck(lambda t, w=need_weights: mha(t, t, t, causal_mask(3), need_weights=w)[0], (x,))
+        assert torch.autograd.gradcheck(
+            lambda t, w=need_weights: mha(t, t, t, causal_mask(3), need_weights=w)[0], (x,)
+        )
 
 
 def test_bad_num_kv_heads_in_the_module() -> None:
@@ -405,7 +472,8 @@ COMBINATIONS = [
 
 def combo_id(c: dict) -> str:
     kv = "mha" if c["num_kv_heads"] is None else f"kv{c['num_kv_heads']}"
-    return f"{c['positional']}-{c['norm']}-{'pre' if c['norm_first'] else 'post'}-{c['activation']}-{kv}"
+    placement = "pre" if c["norm_first"] else "post"
+    return f"{c['positional']}-{c['norm']}-{placement}-{c['activation']}-{kv}"
 
 
 def expected_parameters(c: TransformerConfig) -> int:
@@ -424,7 +492,9 @@ def expected_parameters(c: TransformerConfig) -> int:
 
 
 @pytest.mark.parametrize("variant", COMBINATIONS, ids=combo_id)
-def test_every_variant_combination_keeps_the_model_properties(variant: dict, tmp_path, config) -> None:
+def test_every_variant_combination_keeps_the_model_properties(
+    variant: dict, tmp_path, config
+) -> None:
     cfg = config(**variant)
     model = model_of(cfg)
     src, tgt = ids(3, 6, SRC_VOCAB), ids(3, 5, TGT_VOCAB, seed=1)
@@ -484,7 +554,9 @@ def test_translation_variants_are_set_on_the_models_section() -> None:
         "relu",
         None,
     )
-    changed = apply_overrides(smoke, ["model.positional=rope", "model.num_kv_heads=2", "model.d_ff=85"])
+    changed = apply_overrides(
+        smoke, ["model.positional=rope", "model.num_kv_heads=2", "model.d_ff=85"]
+    )
     config = changed.model_config(100)
     assert config == replace(plain, positional="rope", num_kv_heads=2, d_ff=85)
     json.dumps(asdict(changed))  # the run summary stores the configuration as JSON
@@ -511,8 +583,13 @@ def test_append_run_creates_appends_and_refuses_other_files(bench, tmp_path) -> 
     path = tmp_path / "results" / "cpu.json"
     bench.append_run(path, {"variant": "a"})
     bench.append_run(path, {"variant": "b"})
-    assert json.loads(path.read_text()) == {"benchmark": "variants", "runs": [{"variant": "a"}, {"variant": "b"}]}
-    assert sorted(p.name for p in path.parent.iterdir()) == ["cpu.json"], "no temporary file left behind"
+    assert json.loads(path.read_text()) == {
+        "benchmark": "variants",
+        "runs": [{"variant": "a"}, {"variant": "b"}],
+    }
+    assert sorted(p.name for p in path.parent.iterdir()) == ["cpu.json"], (
+        "no temporary file left behind"
+    )
     for text, message in [
         ("{not json", "not a JSON file"),
         ('{"benchmark": "copy_task", "runs": []}', "expected a JSON object"),
@@ -531,11 +608,16 @@ def test_append_to_a_bad_file_fails_before_training(tmp_path) -> None:
     bad.write_text('{"runs": []}')
     script = ROOT / "benchmarks" / "variants.py"
     completed = subprocess.run(
-        [sys.executable, str(script), "--quick", "--append-to", str(bad)], capture_output=True, text=True, timeout=120
+        [sys.executable, str(script), "--quick", "--append-to", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert completed.returncode == 2, completed.stderr
     assert f"--append-to {bad}: expected a JSON object" in completed.stderr
-    assert "copy baseline" not in completed.stderr, "nothing may train before the results file is checked"
+    assert "copy baseline" not in completed.stderr, (
+        "nothing may train before the results file is checked"
+    )
     assert bad.read_text() == '{"runs": []}'
 
 
@@ -546,18 +628,27 @@ CPU_RESULTS = ROOT / "benchmarks" / "results" / "variants_translation_cpu.json"
 
 
 def test_stored_cpu_comparison_is_current_shares_one_budget_and_is_quoted(bench) -> None:
-    """Each stored run trained its own variant's model, all under one budget on one machine, and the README and
-    chapter 15 quote them. A library change that alters a variant's model (its fields or its parameter count)
-    fails here, a sign that the 20-minute runs must be repeated."""
+    """Each stored run trained its own variant's model, all under one budget on one machine, and the
+    README and chapter 15 quote them. A library change that alters a variant's model (its fields or
+    its parameter count) fails here, a sign that the 20-minute runs must be repeated."""
     runs = bench.read_results(CPU_RESULTS)["runs"]
     expected = bench.variants(bench.TRANSLATION_D_FF["cpu"])
     profile = translation_profile("cpu")
     readme = (ROOT / "README.md").read_text().splitlines()
-    readme_row = next(line for line in readme if line.startswith("| variants on translation, 900 steps"))
-    readme_names = {"baseline": "baseline", "post-ln": "Post-LN", "rope": "RoPE", "modern": "modern"}
+    readme_row = next(
+        line for line in readme if line.startswith("| variants on translation, 900 steps")
+    )
+    readme_names = {
+        "baseline": "baseline",
+        "post-ln": "Post-LN",
+        "rope": "RoPE",
+        "modern": "modern",
+    }
     greedy: dict[str, dict[int, float]] = {}
     chapter = json.loads((ROOT / "chapters" / "15_variants.ipynb").read_text())
-    prose = "\n".join("".join(cell["source"]) for cell in chapter["cells"] if cell["cell_type"] == "markdown")
+    prose = "\n".join(
+        "".join(cell["source"]) for cell in chapter["cells"] if cell["cell_type"] == "markdown"
+    )
     first = runs[0]["translation"][0]
     assert (first["variant"], first["runs"][0]["seed"]) == ("baseline", 0)
     budgets, done = set(), set()
@@ -568,17 +659,24 @@ def test_stored_cpu_comparison_is_current_shares_one_budget_and_is_quoted(bench)
         (detail,) = row["runs"]
         name = row["variant"]
         assert row["overrides"] == expected[name], name
-        assert detail["steps"] == run["translation_steps"] and detail["stop_reason"] == "max_steps", name
+        assert (
+            detail["steps"] == run["translation_steps"] and detail["stop_reason"] == "max_steps"
+        ), name
         model = Transformer(replace(profile.model, **row["overrides"]))
         assert detail["params"] == row["params"] == model.num_parameters(), name
         assert (row["mean_bleu"], row["mean_bleu_beam"]) == (detail["bleu"], detail["bleu_beam"])
         assert 0 < detail["bleu"] < 100 and 0 < detail["bleu_beam"] < 100
-        budgets.add((run["translation_steps"], run["threads"], run["torch"], run["cpu"], run["cpu_count"]))
+        budgets.add(
+            (run["translation_steps"], run["threads"], run["torch"], run["cpu"], run["cpu_count"])
+        )
         assert (name, detail["seed"]) not in done, f"{name} seed {detail['seed']} is stored twice"
         done.add((name, detail["seed"]))
         greedy.setdefault(name, {})[detail["seed"]] = detail["bleu"]
-        for number in (detail["bleu"], detail["bleu_beam"]):  # the chapter's reading quotes every stored BLEU
-            assert f"{number:.2f}" in prose, f"chapter 15 does not quote {name} seed {detail['seed']}: {number:.2f}"
+        # the chapter's reading quotes every stored BLEU
+        for number in (detail["bleu"], detail["bleu_beam"]):
+            assert f"{number:.2f}" in prose, (
+                f"chapter 15 does not quote {name} seed {detail['seed']}: {number:.2f}"
+            )
     assert len(budgets) == 1, f"runs under different budgets or machines: {budgets}"
     assert {"baseline", "post-ln", "rope", "modern"} <= {name for name, _ in done}
     for name, label in readme_names.items():  # the README quotes the greedy BLEU of seeds 0 and 1

@@ -1,4 +1,5 @@
-"""The GitHub Actions workflows in .github/workflows: valid YAML, and the same commands as the README.
+"""The GitHub Actions workflows in .github/workflows: valid YAML, and the same commands as the
+README.
 
 They cannot run here, so these tests check what can go wrong without running them: the YAML
 parses into a workflow (triggers, jobs, steps that each use an action or run a command), the
@@ -49,12 +50,18 @@ def test_workflow_is_well_formed(name: str) -> None:
     assert workflow["on"], f"{name}: no trigger"
     assert workflow["jobs"], f"{name}: no job"
     for job_name, job in workflow["jobs"].items():
-        assert job.get("runs-on") == "ubuntu-latest", f"{name}: job {job_name} runs on {job.get('runs-on')!r}"
+        assert job.get("runs-on") == "ubuntu-latest", (
+            f"{name}: job {job_name} runs on {job.get('runs-on')!r}"
+        )
         assert job.get("steps"), f"{name}: job {job_name} has no steps"
         for step in job["steps"]:
-            assert ("uses" in step) != ("run" in step), f"{name}: a step must use an action or run a command: {step}"
+            assert ("uses" in step) != ("run" in step), (
+                f"{name}: a step must use an action or run a command: {step}"
+            )
             if "uses" in step:
-                assert ACTION.match(step["uses"]), f"{name}: action not pinned to a major version: {step['uses']}"
+                assert ACTION.match(step["uses"]), (
+                    f"{name}: action not pinned to a major version: {step['uses']}"
+                )
 
 
 def _job(workflow: dict[str, Any], name: str) -> dict[str, Any]:
@@ -73,18 +80,25 @@ def test_tests_workflow_runs_the_readme_test_command_on_both_pythons() -> None:
     assert job["strategy"]["matrix"]["python-version"] == ["3.11", "3.12"]
     assert workflow["env"]["CI"] == "true"
     assert "download.pytorch.org/whl/cpu" in workflow["env"]["PIP_EXTRA_INDEX_URL"]
-    setup = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/setup-python@"))
+    setup = next(
+        step for step in job["steps"] if step.get("uses", "").startswith("actions/setup-python@")
+    )
     assert setup["with"]["cache"] == "pip"
     assert setup["with"]["python-version"] == "${{ matrix.python-version }}"
     commands = _job_commands(job)
     assert commands[-1] == "bash .ci/run", "the last step must be the README's test command"
     # .ci/run is the same command: `make test`.
-    assert (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1] == "make test"
+    assert (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[
+        -1
+    ] == "make test"
     assert "make test" in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def test_tests_workflow_keeps_multi30k_where_the_package_looks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The workflow caches the user cache (no folder beside the repository), and fills it with the package."""
+def test_tests_workflow_keeps_multi30k_where_the_package_looks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The workflow caches the user cache (no folder beside the repository), and fills it with the
+    package."""
     from transformer_tasks.multi30k import default_data_dir
 
     monkeypatch.delenv("MULTI30K_DIR", raising=False)
@@ -92,7 +106,9 @@ def test_tests_workflow_keeps_multi30k_where_the_package_looks(monkeypatch: pyte
     (cache,) = [step for step in job["steps"] if step.get("uses", "").startswith("actions/cache@")]
     assert Path(cache["with"]["path"]).expanduser() == default_data_dir()
     assert "ensure_files()" in " ".join(_job_commands(job))
-    assert "working-directory" not in job.get("defaults", {}).get("run", {}), "the repository is the working folder"
+    assert "working-directory" not in job.get("defaults", {}).get("run", {}), (
+        "the repository is the working folder"
+    )
 
 
 def test_colab_job_runs_the_emulated_colab_test() -> None:
@@ -109,7 +125,11 @@ def test_book_workflow_publishes_the_built_site_from_main() -> None:
     assert workflow["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
     assert _commands(workflow) == ["make book"]
     assert "make book" in (ROOT / "README.md").read_text(encoding="utf-8")
-    uploads = [step for step in _steps(workflow) if step.get("uses", "").startswith("actions/upload-pages-artifact@")]
+    uploads = [
+        step
+        for step in _steps(workflow)
+        if step.get("uses", "").startswith("actions/upload-pages-artifact@")
+    ]
     (upload,) = uploads
     assert upload["with"]["path"] == "_build/html"
     deploy = workflow["jobs"]["deploy"]

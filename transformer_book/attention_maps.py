@@ -1,4 +1,5 @@
-"""Recording attention maps (注意力图): the per-head weights of every attention module during a forward pass.
+"""Recording attention maps (注意力图): the per-head weights of every attention module during a
+forward pass.
 
 :class:`~.MultiHeadAttention` returns its weights only when asked
 (``need_weights=True``), and the layers above it never ask. :func:`~.record_attention` asks for
@@ -47,13 +48,17 @@ class AttentionRecorder:
         self.calls: dict[str, list[Tensor]] = {name: [] for name in names}
 
     def names(self, kind: str | None = None) -> list[str]:
-        """Names of the recorded modules, optionally only those ending in ``kind`` (e.g. ``"cross_attn"``)."""
+        """Names of the recorded modules, optionally only those ending in ``kind`` (e.g.
+        ``"cross_attn"``).
+        """
         return [name for name in self.calls if kind is None or name.endswith(kind)]
 
     def __getitem__(self, name: str) -> Tensor:
         """Weights of the **last** call of module ``name``, ``(B, H, T_q, T_k)``."""
         if name not in self.calls:
-            raise KeyError(f"no attention module named {name!r}; recorded modules are {list(self.calls)}")
+            raise KeyError(
+                f"no attention module named {name!r}; recorded modules are {list(self.calls)}"
+            )
         if not self.calls[name]:
             raise KeyError(f"attention module {name!r} was not called while recording")
         return self.calls[name][-1]
@@ -73,7 +78,8 @@ class AttentionRecorder:
             raise KeyError(f"attention module {name!r} has no recorded call")
         calls = self.calls[name]
         width = max(w.size(-1) for w in calls)
-        padded = [nn.functional.pad(w, (0, width - w.size(-1))) for w in calls]  # each (B, H, T_q, width)
+        # each (B, H, T_q, width)
+        padded = [nn.functional.pad(w, (0, width - w.size(-1))) for w in calls]
         return torch.cat(padded, dim=-2)  # (B, H, sum T_q, width)
 
     def clear(self) -> None:
@@ -103,11 +109,14 @@ def record_attention(model: nn.Module, detach: bool = True) -> Iterator[Attentio
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     modules = [(name, m) for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)]
     if not modules:
-        raise ValueError(f"model ({type(model).__name__}) contains no MultiHeadAttention module to record")
+        raise ValueError(
+            f"model ({type(model).__name__}) contains no MultiHeadAttention module to record"
+        )
     recorder = AttentionRecorder([name for name, _ in modules])
     handles = []
 
-    caller_asked: dict[int, bool] = {}  # id(module) -> whether the caller itself passed need_weights=True
+    # id(module) -> whether the caller itself passed need_weights=True
+    caller_asked: dict[int, bool] = {}
 
     def ask_for_weights(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if len(args) > _NEED_WEIGHTS_POSITION:
@@ -119,7 +128,9 @@ def record_attention(model: nn.Module, detach: bool = True) -> Iterator[Attentio
         return args, kwargs
 
     def keeper(name: str) -> Any:
-        def keep(module: nn.Module, _args: tuple[Any, ...], output: tuple[Tensor, Tensor | None]) -> Any:
+        def keep(
+            module: nn.Module, _args: tuple[Any, ...], output: tuple[Tensor, Tensor | None]
+        ) -> Any:
             out, weights = output
             if weights is not None:
                 recorder.calls[name].append(weights.detach() if detach else weights)

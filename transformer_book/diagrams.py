@@ -1,4 +1,5 @@
-"""Diagrams drawn from the code: the whole model from a :class:`~.TransformerConfig`, and the head split.
+"""Diagrams drawn from the code: the whole model from a :class:`~.TransformerConfig`, and the head
+split.
 
 :func:`architecture_figure` draws the encoder-decoder model that a config builds: the order of the
 sub-layers and norms (Post-LN or Pre-LN, with the final norm Pre-LN adds), the kind of positional
@@ -23,7 +24,8 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from transformer_lib.config import TransformerConfig
 
-from .concepts._style import COLOURS, INK  # one colour per kind of thing, in every figure of the book
+# one colour per kind of thing, in every figure of the book
+from .concepts._style import COLOURS, INK
 
 __all__ = ["architecture_figure", "multi_head_figure", "save_svg"]
 
@@ -39,7 +41,8 @@ class _Box:
 
     label: str
     kind: str
-    residual_from: int | None = None  # index (within the layer) of the box whose input the path starts at
+    # index (within the layer) of the box whose input the path starts at
+    residual_from: int | None = None
 
 
 def _norm_name(config: TransformerConfig) -> str:
@@ -48,22 +51,32 @@ def _norm_name(config: TransformerConfig) -> str:
 
 def _attention_label(config: TransformerConfig, what: str) -> str:
     kv = config.kv_heads
-    heads = f"h = {config.num_heads}" + (f", {kv} key/value heads" if kv != config.num_heads else "")
+    heads = f"h = {config.num_heads}" + (
+        f", {kv} key/value heads" if kv != config.num_heads else ""
+    )
     rope = ", RoPE" if config.positional == "rope" and what != "cross-attention" else ""
     return f"{what}\n({heads}{rope})"
 
 
 def _sublayers(config: TransformerConfig, decoder: bool) -> list[tuple[str, str]]:
     """The sub-layers of one layer, bottom to top: (label, colour key)."""
-    ff = f"feed-forward\n({config.d_model} -> {config.d_ff} -> {config.d_model}, {config.activation})"
-    subs = [(_attention_label(config, "masked self-attention" if decoder else "self-attention"), "attention")]
+    widths = f"{config.d_model} -> {config.d_ff} -> {config.d_model}"
+    ff = f"feed-forward\n({widths}, {config.activation})"
+    subs = [
+        (
+            _attention_label(config, "masked self-attention" if decoder else "self-attention"),
+            "attention",
+        )
+    ]
     if decoder:
         subs.append((_attention_label(config, "cross-attention"), "attention"))
     return [*subs, (ff, "feedforward")]
 
 
 def _layer_boxes(config: TransformerConfig, decoder: bool) -> list[_Box]:
-    """One encoder or decoder layer as the code builds it (see :mod:`~transformer_lib.nn.layers`)."""
+    """One encoder or decoder layer as the code builds it (see
+    :mod:`~transformer_lib.nn.layers`).
+    """
     norm, boxes = _norm_name(config), []
     for label, kind in _sublayers(config, decoder):
         start = len(boxes)
@@ -76,9 +89,14 @@ def _layer_boxes(config: TransformerConfig, decoder: bool) -> list[_Box]:
 
 def _draw_box(ax: Axes, x: float, y: float, box: _Box) -> None:
     patch = FancyBboxPatch(
-        (x - BOX_W / 2, y), BOX_W, BOX_H, boxstyle="round,pad=0.02,rounding_size=0.12",
-        facecolor=COLOURS[box.kind], edgecolor=INK, linewidth=0.9,
-    )  # fmt: skip
+        (x - BOX_W / 2, y),
+        BOX_W,
+        BOX_H,
+        boxstyle="round,pad=0.02,rounding_size=0.12",
+        facecolor=COLOURS[box.kind],
+        edgecolor=INK,
+        linewidth=0.9,
+    )
     ax.add_patch(patch)
     size = SMALL_LABEL if "\n" in box.label or len(box.label) > 24 else LABEL
     ax.text(x, y + BOX_H / 2, box.label, ha="center", va="center", fontsize=size, color=INK)
@@ -95,7 +113,9 @@ def _residual(ax: Axes, x: float, y_from: float, y_to: float, side: float) -> No
     _arrow(ax, (edge, y_to + BOX_H / 2), (x + side * BOX_W / 2, y_to + BOX_H / 2))
 
 
-def _draw_stack(ax: Axes, x: float, y: float, boxes: list[_Box], side: float) -> tuple[float, list[float]]:
+def _draw_stack(
+    ax: Axes, x: float, y: float, boxes: list[_Box], side: float
+) -> tuple[float, list[float]]:
     """Draw a layer's boxes upwards from ``y``; return the top and each box's bottom."""
     bottoms = []
     for i, box in enumerate(boxes):
@@ -124,19 +144,36 @@ def _frame(ax: Axes, x: float, bottom: float, top: float, layers: int, side: flo
     """The rounded frame around one layer, with its repeat count."""
     pad = 0.55
     frame = FancyBboxPatch(
-        (x - BOX_W / 2 - pad, bottom - 0.2), BOX_W + 2 * pad, top - bottom + 0.4,
-        boxstyle="round,pad=0.02,rounding_size=0.25", facecolor="none", edgecolor="#555555", linewidth=1.1,
-    )  # fmt: skip
+        (x - BOX_W / 2 - pad, bottom - 0.2),
+        BOX_W + 2 * pad,
+        top - bottom + 0.4,
+        boxstyle="round,pad=0.02,rounding_size=0.25",
+        facecolor="none",
+        edgecolor="#555555",
+        linewidth=1.1,
+    )
     ax.add_patch(frame)
     # the repeat count sits on the frame's top-left corner, so the figure needs no side margins
-    ax.text(x - BOX_W / 2 - pad, top + 0.25, f"{layers} x", ha="left", va="bottom", fontsize=HEADING,
-            color=INK, fontweight="bold")  # fmt: skip
+    ax.text(
+        x - BOX_W / 2 - pad,
+        top + 0.25,
+        f"{layers} x",
+        ha="left",
+        va="bottom",
+        fontsize=HEADING,
+        color=INK,
+        fontweight="bold",
+    )
 
 
 def _column(ax: Axes, config: TransformerConfig, x: float, decoder: bool) -> dict[str, float]:
-    """Embedding, the repeated layer and (Pre-LN) the final norm of one stack; returns key heights."""
+    """Embedding, the repeated layer and (Pre-LN) the final norm of one stack; returns key
+    heights.
+    """
     side = 1.0 if decoder else -1.0
-    top, _ = _draw_stack(ax, x, 0.0, _embedding_boxes(config, "target" if decoder else "source"), side)
+    top, _ = _draw_stack(
+        ax, x, 0.0, _embedding_boxes(config, "target" if decoder else "source"), side
+    )
     _arrow(ax, (x, top), (x, top + 0.7))
     layer_bottom = top + 0.7
     layer_top, bottoms = _draw_stack(ax, x, layer_bottom, _layer_boxes(config, decoder), side)
@@ -147,7 +184,8 @@ def _column(ax: Axes, config: TransformerConfig, x: float, decoder: bool) -> dic
         _arrow(ax, (x, out), (x, out + 0.7))
         _draw_box(ax, x, out + 0.7, _Box(f"final {_norm_name(config)}", "norm"))
         out += 0.7 + BOX_H
-    cross = bottoms[4 if config.norm_first else 2] + BOX_H / 2 if decoder else 0.0  # the cross-attention box
+    # the cross-attention box
+    cross = bottoms[4 if config.norm_first else 2] + BOX_H / 2 if decoder else 0.0
     return {"out": out, "cross": cross}
 
 
@@ -167,58 +205,114 @@ def architecture_figure(config: TransformerConfig, title: str | None = None) -> 
     dec = _column(ax, config, dec_x, decoder=True)
     # the encoder's output (memory) goes to every decoder layer's cross-attention
     mid = (enc_x + dec_x) / 2 - 0.2
-    ax.plot([enc_x, enc_x, mid, mid], [enc["out"], enc["out"] + 0.45, enc["out"] + 0.45, dec["cross"]],
-            color=INK, lw=0.9)  # fmt: skip
+    ax.plot(
+        [enc_x, enc_x, mid, mid],
+        [enc["out"], enc["out"] + 0.45, enc["out"] + 0.45, dec["cross"]],
+        color=INK,
+        lw=0.9,
+    )
     _arrow(ax, (mid, dec["cross"]), (dec_x - BOX_W / 2, dec["cross"]))
-    ax.text(mid - 0.1, enc["out"] + 0.55, "memory: keys and values\nof every cross-attention", ha="right",
-            va="bottom", fontsize=SMALL_LABEL, color=INK)  # fmt: skip
+    ax.text(
+        mid - 0.1,
+        enc["out"] + 0.55,
+        "memory: keys and values\nof every cross-attention",
+        ha="right",
+        va="bottom",
+        fontsize=SMALL_LABEL,
+        color=INK,
+    )
     tied = "\n(tied to the target embedding)" if config.tie_embeddings else ""
-    tied = "\n(the matrix of both embeddings)" if config.tie_embeddings and config.share_embeddings else tied
-    top, _ = _draw_stack(ax, dec_x, dec["out"] + 0.7, [
-        _Box(f"linear to {config.tgt_vocab_size:,} logits{tied}", "output"), _Box("softmax", "output"),
-    ], 1.0)  # fmt: skip
+    tied = (
+        "\n(the matrix of both embeddings)"
+        if config.tie_embeddings and config.share_embeddings
+        else tied
+    )
+    top, _ = _draw_stack(
+        ax,
+        dec_x,
+        dec["out"] + 0.7,
+        [
+            _Box(f"linear to {config.tgt_vocab_size:,} logits{tied}", "output"),
+            _Box("softmax", "output"),
+        ],
+        1.0,
+    )
     _arrow(ax, (dec_x, dec["out"]), (dec_x, dec["out"] + 0.7))
     _arrow(ax, (dec_x, top), (dec_x, top + 0.5))
-    ax.text(dec_x, top + 0.6, "next-token probabilities", ha="center", va="bottom", fontsize=LABEL, color=INK)
-    for x, label in ((enc_x, "source tokens (B, S)"), (dec_x, "target tokens, shifted right (B, T)")):
+    ax.text(
+        dec_x,
+        top + 0.6,
+        "next-token probabilities",
+        ha="center",
+        va="bottom",
+        fontsize=LABEL,
+        color=INK,
+    )
+    for x, label in (
+        (enc_x, "source tokens (B, S)"),
+        (dec_x, "target tokens, shifted right (B, T)"),
+    ):
         ax.text(x, -0.35, label, ha="center", va="top", fontsize=LABEL, color=INK)
     placement = "Pre-LN" if config.norm_first else "Post-LN (the paper)"
     ax.set_title(title or f"{placement}, dropout {config.dropout:g}", fontsize=HEADING, color=INK)
     ax.set_xlim(0.2, 15.6)
     ax.set_ylim(-1.1, top + 1.4)
     ax.set_aspect("equal")
-    # as tall as the drawing, so that the equal aspect does not shrink it (and its labels stay readable)
+    # as tall as the drawing, so that the equal aspect does not shrink it (and its labels stay
+    # readable)
     fig.set_size_inches(INCH_PER_UNIT * 15.4, INCH_PER_UNIT * (top + 2.5) + 0.4)
     ax.axis("off")
     fig.tight_layout()
     return fig
 
 
-def _tensor(ax: Axes, x: float, y: float, rows: int, cols: int, colours: list[str], cell: float = 0.32) -> None:
+def _tensor(
+    ax: Axes, x: float, y: float, rows: int, cols: int, colours: list[str], cell: float = 0.32
+) -> None:
     """A ``rows x cols`` grid at (x, y) (lower left), column ``j`` coloured ``colours[j]``."""
     for r in range(rows):
         for c in range(cols):
-            square = Rectangle((x + c * cell, y + r * cell), cell, cell, facecolor=colours[c], edgecolor=INK, lw=0.5)
+            square = Rectangle(
+                (x + c * cell, y + r * cell),
+                cell,
+                cell,
+                facecolor=colours[c],
+                edgecolor=INK,
+                lw=0.5,
+            )
             ax.add_patch(square)
 
 
 def multi_head_figure(seq_len: int = 4, d_model: int = 8, num_heads: int = 2) -> Figure:
-    """How multi-head attention splits ``(B, T, d_model)`` into ``h`` heads of width ``d_k`` and merges them.
+    """How multi-head attention splits ``(B, T, d_model)`` into ``h`` heads of width ``d_k`` and
+    merges them.
 
-    One sequence (``B`` = 1) of ``seq_len`` positions; each feature column is coloured by the head it
-    goes to, so the figure shows that ``view`` + ``transpose`` hands head ``i`` the ``i``-th block of
-    ``d_k`` consecutive features, and that the merge puts them back in the same place.
+    One sequence (``B`` = 1) of ``seq_len`` positions; each feature column is coloured by the head
+    it goes to, so the figure shows that ``view`` + ``transpose`` hands head ``i`` the ``i``-th
+    block of ``d_k`` consecutive features, and that the merge puts them back in the same place.
 
     Shape:
         left: ``(B, T, d_model)``; middle: ``(B, h, T, d_k)``; right: ``(B, T, d_model)``.
     """
     for name, value in (("seq_len", seq_len), ("d_model", d_model), ("num_heads", num_heads)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 16:
-            raise ValueError(f"{name} must be an int from 1 to 16 (the figure draws every element), got {value!r}")
+            raise ValueError(
+                f"{name} must be an int from 1 to 16 (the figure draws every element), got "
+                f"{value!r}"
+            )
     if d_model % num_heads:
         raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
     d_k, cell, gap, spread = d_model // num_heads, 0.5, 5.2, 0.5
-    palette = ["#f9a65a", "#6bb6e8", "#8fd18f", "#e88fb4", "#c3a6ea", "#f2dc6b", "#9ad9d2", "#d9b48f"]
+    palette = [
+        "#f9a65a",
+        "#6bb6e8",
+        "#8fd18f",
+        "#e88fb4",
+        "#c3a6ea",
+        "#f2dc6b",
+        "#9ad9d2",
+        "#d9b48f",
+    ]
     head_of = [palette[j // d_k % len(palette)] for j in range(d_model)]
     width, heads_w = d_model * cell, num_heads * (d_k * cell + spread) - spread
     x, x2 = width + gap, 2 * gap + width + heads_w
@@ -245,7 +339,9 @@ def multi_head_figure(seq_len: int = 4, d_model: int = 8, num_heads: int = 2) ->
     label(x + heads_w / 2, top, f"heads (B, h, T, d_k)\n= (1, {num_heads}, {seq_len}, {d_k})")
     label(x + heads_w / 2, top + 2.3 * line, "attention runs in every head at once")
     _arrow(ax, (x + heads_w + 0.2, mid_y), (x2 - 0.2, mid_y))
-    label(x + heads_w + gap / 2, mid_y - 0.25, ".transpose(1, 2)\n.reshape(B, T,\nd_model)", va="top")
+    label(
+        x + heads_w + gap / 2, mid_y - 0.25, ".transpose(1, 2)\n.reshape(B, T,\nd_model)", va="top"
+    )
     _tensor(ax, x2, 0.0, seq_len, d_model, head_of, cell)
     label(x2 + width / 2, top, "heads side by side\n(B, T, d_model),\nthen W_O mixes them")
     bottom = min(-0.2 - 1.3 * line, mid_y - 0.25 - 3.3 * line)
@@ -254,16 +350,25 @@ def multi_head_figure(seq_len: int = 4, d_model: int = 8, num_heads: int = 2) ->
     ax.set_ylim(bottom, ceiling)
     ax.set_aspect("equal")
     ax.axis("off")
-    # as tall as the drawing, so that the equal aspect does not shrink it (and its labels stay readable)
+    # as tall as the drawing, so that the equal aspect does not shrink it (and its labels stay
+    # readable)
     fig.set_size_inches(fig_width, fig_width * (ceiling - bottom) / (right + 0.3))
     fig.tight_layout()
     return fig
 
 
 def save_svg(fig: Figure, path: str | Path) -> Path:
-    """Write ``fig`` as an SVG whose bytes depend on the figure only (no date, fixed ids): reproducible."""
+    """Write ``fig`` as an SVG whose bytes depend on the figure only (no date, fixed ids):
+    reproducible.
+    """
     path = Path(path)
     with plt.rc_context({"svg.hashsalt": "build-a-transformer", "svg.fonttype": "path"}):
-        fig.savefig(path, format="svg", metadata={"Date": None}, facecolor=fig.get_facecolor(),
-                    bbox_inches="tight", pad_inches=0.15)  # fmt: skip
+        fig.savefig(
+            path,
+            format="svg",
+            metadata={"Date": None},
+            facecolor=fig.get_facecolor(),
+            bbox_inches="tight",
+            pad_inches=0.15,
+        )
     return path

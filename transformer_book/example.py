@@ -29,7 +29,8 @@ SPECIALS = ("<pad>", "<bos>", "<eos>")  # ids 0, 1, 2 in every vocabulary of the
 def words(sentence: str) -> list[str]:
     """The sentence lower-cased and split into words, punctuation split off as words of its own.
 
-    ``words("Two dogs play in the grass.")`` is ``["two", "dogs", "play", "in", "the", "grass", "."]``.
+    ``words("Two dogs play in the grass.")`` is ``["two", "dogs", "play", "in", "the", "grass",
+    "."]``.
     """
     if not isinstance(sentence, str) or not sentence.strip():
         raise ValueError(f"sentence must be a non-empty string, got {sentence!r}")
@@ -37,7 +38,9 @@ def words(sentence: str) -> list[str]:
 
 
 def vocabulary(*sentences: str) -> dict[str, int]:
-    """Word -> id: the special tokens first, then each new word in the order the sentences use it."""
+    """Word -> id: the special tokens first, then each new word in the order the sentences use
+    it.
+    """
     vocab = {token: i for i, token in enumerate(SPECIALS)}
     for sentence in sentences:
         for word in words(sentence):
@@ -57,7 +60,9 @@ def encode(sentence: str, vocab: dict[str, int]) -> Tensor:
     return torch.tensor([vocab[word] for word in words(sentence)])
 
 
-def embed(sentence: str = ENGLISH, d_model: int = 8, seed: int = 0, positions: bool = True) -> Tensor:
+def embed(
+    sentence: str = ENGLISH, d_model: int = 8, seed: int = 0, positions: bool = True
+) -> Tensor:
     """The sentence as chapters 1 and 2 leave it: scaled token embeddings plus sinusoidal positions.
 
     The embedding table is :class:`~transformer_lib.TokenEmbedding`'s, initialised right after

@@ -1,7 +1,7 @@
 """What a timing ran on, in one line: the name the chapters and the benchmarks print under a number.
 
-The application records a run's machine itself (:func:`transformer_tasks.records.describe_machine`, from
-the same :func:`~transformer_lib.runtime.cpu_name`); this one-line label is only the book's.
+The application records a run's machine itself (:func:`transformer_tasks.records.describe_machine`,
+from the same :func:`~transformer_lib.runtime.cpu_name`); this one-line label is only the book's.
 """
 
 from __future__ import annotations

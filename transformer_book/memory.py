@@ -1,7 +1,7 @@
 """Memory (内存 / 显存): the peak a computation allocates, and the bytes a key/value cache holds.
 
-Part of the book's harness: chapter 12 and the benchmarks ``attention_scaling`` and ``kv_cache_scaling``
-measure with it; the library itself does not.
+Part of the book's harness: chapter 12 and the benchmarks ``attention_scaling`` and
+``kv_cache_scaling`` measure with it; the library itself does not.
 
 * :func:`~.peak_memory` runs a function once and reports the most memory it had allocated at any
   moment. On CUDA PyTorch keeps that counter itself (``torch.cuda.max_memory_allocated``). On the
@@ -67,8 +67,16 @@ def peak_memory(fn: Callable[[], R], device: torch.device | str = "cpu") -> tupl
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn()
-    events = prof.profiler.kineto_results.events() if prof.profiler and prof.profiler.kineto_results else []
-    host = {torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.MKLDNN, torch.autograd.DeviceType.IDEEP}
+    events = (
+        prof.profiler.kineto_results.events()
+        if prof.profiler and prof.profiler.kineto_results
+        else []
+    )
+    host = {
+        torch.autograd.DeviceType.CPU,
+        torch.autograd.DeviceType.MKLDNN,
+        torch.autograd.DeviceType.IDEEP,
+    }
     # "[memory]" events: +bytes for an allocation, -bytes for a free, in the order they happened.
     changes = sorted(
         (event.start_ns(), index, event.nbytes())
@@ -89,8 +97,8 @@ def kv_cache_nbytes(cache: Sequence[tuple[KVCache, KVCache]]) -> dict[str, int]:
     tensor is counted for its own size, not for the storage behind it).
 
     Args:
-        cache: one ``(self_attention, cross_attention)`` pair of :class:`~.KVCache` per decoder layer,
-            as returned by ``Transformer.new_cache()`` and filled by incremental decoding.
+        cache: one ``(self_attention, cross_attention)`` pair of :class:`~.KVCache` per decoder
+            layer, as returned by ``Transformer.new_cache()`` and filled by incremental decoding.
 
     Returns:
         ``{"self": ..., "cross": ..., "total": ...}`` in bytes.
@@ -102,8 +110,12 @@ def kv_cache_nbytes(cache: Sequence[tuple[KVCache, KVCache]]) -> dict[str, int]:
         )
     sizes = {"self": 0, "cross": 0}
     for layer, pair in enumerate(cache):
-        if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(c, KVCache) for c in pair)):
-            raise TypeError(f"cache[{layer}] must be a (KVCache, KVCache) pair, got {type(pair).__name__}")
+        if not (
+            isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(c, KVCache) for c in pair)
+        ):
+            raise TypeError(
+                f"cache[{layer}] must be a (KVCache, KVCache) pair, got {type(pair).__name__}"
+            )
         for kind, part in zip(("self", "cross"), pair, strict=True):
             for tensor in (part.key, part.value):
                 if tensor is not None:
@@ -112,7 +124,12 @@ def kv_cache_nbytes(cache: Sequence[tuple[KVCache, KVCache]]) -> dict[str, int]:
 
 
 def kv_cache_formula_bytes(
-    num_layers: int, batch: int, num_heads: int, length: int, d_k: int, dtype: torch.dtype = torch.float32
+    num_layers: int,
+    batch: int,
+    num_heads: int,
+    length: int,
+    d_k: int,
+    dtype: torch.dtype = torch.float32,
 ) -> int:
     """The size a key/value cache must have: ``2 * layers * batch * heads * length * d_k * bytes``.
 
@@ -121,7 +138,12 @@ def kv_cache_formula_bytes(
     attention, the key/value heads). For the self-attention cache ``length`` is the number of
     positions decoded so far; for the cross-attention cache it is the source length.
     """
-    for name, value in (("num_layers", num_layers), ("batch", batch), ("num_heads", num_heads), ("d_k", d_k)):
+    for name, value in (
+        ("num_layers", num_layers),
+        ("batch", batch),
+        ("num_heads", num_heads),
+        ("d_k", d_k),
+    ):
         check_positive_int(name, value)
     if isinstance(length, bool) or not isinstance(length, int) or length < 0:
         raise ValueError(f"length must be a non-negative int, got length={length!r}")

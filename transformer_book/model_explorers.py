@@ -1,7 +1,8 @@
-"""Explorers of the trained translation model and of what attention costs in memory (chapters 11, 12, 15; a leaf).
+"""Explorers of the trained translation model and of what attention costs in memory (chapters 11,
+12, 15; a leaf).
 
-Built on the generic explorers of :mod:`.explorers`; like them, they draw numbers the chapters compute and
-compute nothing a chapter teaches.
+Built on the generic explorers of :mod:`.explorers`; like them, they draw numbers the chapters
+compute and compute nothing a chapter teaches.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from transformer_book.explorers import (
 __all__ = ["explore_attention_memory", "explore_cross_attention", "explore_kv_cache_sizes"]
 
 
-def explore_cross_attention(panels: Mapping[str, Grid], src_tokens: Sequence[str], out_tokens: Sequence[str],
-                            start: str) -> go.Figure:
+def explore_cross_attention(
+    panels: Mapping[str, Grid], src_tokens: Sequence[str], out_tokens: Sequence[str], start: str
+) -> go.Figure:
     """Chapter 11: a translation's cross-attention, one map per slider value (a layer, or a head).
 
     Args:
-        panels: ``{label: weights}``, in slider order (``"layer 2, mean of heads"``, ``"layer 2, head 0"``).
+        panels: ``{label: weights}``, in slider order (``"layer 2, mean of heads"``, ``"layer 2,
+            head 0"``).
         src_tokens, out_tokens: the source tokens (columns) and the output tokens (rows).
         start: the label shown first.
 
@@ -36,21 +39,38 @@ def explore_cross_attention(panels: Mapping[str, Grid], src_tokens: Sequence[str
         each weights grid: ``(T, S)``, ``T = len(out_tokens)``, ``S = len(src_tokens)``.
     """
     labels = list(panels)
-    fig = heatmap_explorer(list(panels.values()), labels, x=[f"{j}:{t}" for j, t in enumerate(src_tokens)],
-                           y=[f"{j}:{t}" for j, t in enumerate(out_tokens)], prefix="showing ",
-                           titles=[f"cross-attention: {label}" for label in labels],
-                           active=_position(labels, start, "start"))
-    return fig.update_layout(height=500, width=620, xaxis_title="source token", yaxis_title="output token",
-                             margin={"t": 90})
+    fig = heatmap_explorer(
+        list(panels.values()),
+        labels,
+        x=[f"{j}:{t}" for j, t in enumerate(src_tokens)],
+        y=[f"{j}:{t}" for j, t in enumerate(out_tokens)],
+        prefix="showing ",
+        titles=[f"cross-attention: {label}" for label in labels],
+        active=_position(labels, start, "start"),
+    )
+    return fig.update_layout(
+        height=500,
+        width=620,
+        xaxis_title="source token",
+        yaxis_title="output token",
+        margin={"t": 90},
+    )
 
 
-def explore_attention_memory(lengths: Values, curves: Mapping[str, Sequence[Curves]], heads: Sequence[int],
-                             start: int, marks_gib: Sequence[float] = (16.0, 80.0)) -> go.Figure:
-    """Chapter 12: GiB of one score matrix and of the key/value cache against the length, per number of heads.
+def explore_attention_memory(
+    lengths: Values,
+    curves: Mapping[str, Sequence[Curves]],
+    heads: Sequence[int],
+    start: int,
+    marks_gib: Sequence[float] = (16.0, 80.0),
+) -> go.Figure:
+    """Chapter 12: GiB of one score matrix and of the key/value cache against the length, per number
+    of heads.
 
     Args:
         lengths: the sequence lengths T (the x axis, drawn on a log scale).
-        curves: ``{button label (a dtype, say): for each number of heads, {legend name: GiB at each T}}``.
+        curves: ``{button label (a dtype, say): for each number of heads, {legend name: GiB at each
+            T}}``.
         heads, start: the numbers of heads, in slider order; the one shown first.
         marks_gib: memory sizes drawn as dotted horizontal lines, for scale.
 
@@ -61,15 +81,28 @@ def explore_attention_memory(lengths: Values, curves: Mapping[str, Sequence[Curv
         _check_length(f"curves[{option!r}]", values, len(heads), "number of heads")
     xs = list(lengths)
     fixed = {f"{gib:g} GiB": [gib] * len(xs) for gib in marks_gib}
-    fig = line_explorer(xs, dict(curves), [str(h) for h in heads], fixed=fixed, prefix="heads: ",
-                        active=_position(heads, start, "start"))
-    return fig.update_layout(height=440, width=680, xaxis={"type": "log", "title": "sequence length T"},
-                             yaxis={"type": "log", "title": "GiB"}, margin={"t": 90})
+    fig = line_explorer(
+        xs,
+        dict(curves),
+        [str(h) for h in heads],
+        fixed=fixed,
+        prefix="heads: ",
+        active=_position(heads, start, "start"),
+    )
+    return fig.update_layout(
+        height=440,
+        width=680,
+        xaxis={"type": "log", "title": "sequence length T"},
+        yaxis={"type": "log", "title": "GiB"},
+        margin={"t": 90},
+    )
 
 
-def explore_kv_cache_sizes(sizes: Sequence[Values], kv_heads: Sequence[int], lengths: Sequence[int], start: int,
-                           title: str) -> go.Figure:
-    """Chapter 15: the key/value cache for each number of key/value heads (bars), one set per length (slider).
+def explore_kv_cache_sizes(
+    sizes: Sequence[Values], kv_heads: Sequence[int], lengths: Sequence[int], start: int, title: str
+) -> go.Figure:
+    """Chapter 15: the key/value cache for each number of key/value heads (bars), one set per length
+    (slider).
 
     Args:
         sizes: for each length, the cache size (MiB) for each entry of ``kv_heads``.
@@ -82,9 +115,25 @@ def explore_kv_cache_sizes(sizes: Sequence[Values], kv_heads: Sequence[int], len
     """
     _check_length("sizes", sizes, len(lengths), "length")
     curves = [{"KV cache (MiB)": size} for size in sizes]
-    fig = line_explorer(list(range(len(kv_heads))), curves, [str(n) for n in lengths], bars=True,
-                        titles=[title.format(length=n) for n in lengths], prefix="tokens = ",
-                        active=_position(lengths, start, "start"))
-    ticks = {"tickmode": "array", "tickvals": list(range(len(kv_heads))), "ticktext": [str(h) for h in kv_heads]}
-    return fig.update_layout(height=420, width=620, showlegend=False, yaxis_title="MiB",
-                             xaxis={"title": "num_kv_heads", **ticks}, margin={"t": 90})
+    fig = line_explorer(
+        list(range(len(kv_heads))),
+        curves,
+        [str(n) for n in lengths],
+        bars=True,
+        titles=[title.format(length=n) for n in lengths],
+        prefix="tokens = ",
+        active=_position(lengths, start, "start"),
+    )
+    ticks = {
+        "tickmode": "array",
+        "tickvals": list(range(len(kv_heads))),
+        "ticktext": [str(h) for h in kv_heads],
+    }
+    return fig.update_layout(
+        height=420,
+        width=620,
+        showlegend=False,
+        yaxis_title="MiB",
+        xaxis={"title": "num_kv_heads", **ticks},
+        margin={"t": 90},
+    )

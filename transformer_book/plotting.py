@@ -48,9 +48,14 @@ def plot_attention(
         weights: ``(T_q, T_k)``.
     """
     matrix = _as_matrix(weights, "weights", 2)  # (T_q, T_k)
-    for label_name, labels, size in (("keys", keys, matrix.size(1)), ("queries", queries, matrix.size(0))):
+    for label_name, labels, size in (
+        ("keys", keys, matrix.size(1)),
+        ("queries", queries, matrix.size(0)),
+    ):
         if labels is not None and len(labels) != size:
-            raise ValueError(f"{label_name} has {len(labels)} labels but the map has {size} of them")
+            raise ValueError(
+                f"{label_name} has {len(labels)} labels but the map has {size} of them"
+            )
     if ax is None:
         _, ax = plt.subplots(figsize=(4, 3.5))
     ax.imshow(matrix.numpy(), cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto")
@@ -86,7 +91,9 @@ def plot_attention_heads(
     heads = maps.size(0)
     ncols = ncols or heads
     nrows = (heads + ncols - 1) // ncols
-    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols, size * nrows + 0.4), squeeze=False)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(size * ncols, size * nrows + 0.4), squeeze=False
+    )
     for head, ax in enumerate(axes.flat):
         if head >= heads:
             ax.axis("off")

@@ -7,8 +7,8 @@ The library's layers compute what PyTorch's compute, with other bookkeeping:
 ``q_proj``, ``k_proj`` and ``v_proj``; PyTorch's layers call the feed-forward layers ``linear1`` and
 ``linear2`` (ours ``ff.linear1``, ``ff.linear2``) and the decoder's cross-attention
 ``multihead_attn`` (ours ``cross_attn``). :func:`~.torch_state_dict` renames and stacks, so
-``theirs.load_state_dict(torch_state_dict(ours))`` copies the weights of an attention module, a layer
-or a stack; for a whole :class:`~.Transformer` the other side is
+``theirs.load_state_dict(torch_state_dict(ours))`` copies the weights of an attention module, a
+layer or a stack; for a whole :class:`~.Transformer` the other side is
 :class:`~.TorchTransformer`. The tests, the train-step benchmark and chapter 8 all use this mapping.
 """
 
@@ -29,7 +29,8 @@ _QKV = re.compile(r"(.*)([qkv])_proj\.(weight|bias)")
 
 
 def torch_state_dict(ours: nn.Module) -> dict[str, Tensor]:
-    """``ours.state_dict()`` under PyTorch's names, with Q/K/V stacked into ``in_proj_weight``/``in_proj_bias``.
+    """``ours.state_dict()`` under PyTorch's names, with Q/K/V stacked into
+    ``in_proj_weight``/``in_proj_bias``.
 
     ``ours`` is a :class:`~.MultiHeadAttention`, an encoder or decoder
     layer or stack, or a whole :class:`~.Transformer` (whose counterpart is
@@ -41,7 +42,8 @@ def torch_state_dict(ours: nn.Module) -> dict[str, Tensor]:
     for key, value in ours.state_dict().items():
         key = key.replace("embed.embedding.", "embed.").replace("ff.linear", "linear")
         key = key.replace("cross_attn.", "multihead_attn.")
-        if isinstance(ours, Transformer):  # TorchTransformer keeps the stacks inside its nn.Transformer
+        # TorchTransformer keeps the stacks inside its nn.Transformer
+        if isinstance(ours, Transformer):
             key = re.sub(r"^(encoder|decoder)\.", r"transformer.\1.", key)
         match = _QKV.fullmatch(key)
         if match:
@@ -49,12 +51,14 @@ def torch_state_dict(ours: nn.Module) -> dict[str, Tensor]:
         else:
             out[key] = value
     for (prefix, kind), parts in stacked.items():
-        out[f"{prefix}in_proj_{kind}"] = torch.cat([parts["q"], parts["k"], parts["v"]])  # 3 x (d, d) -> (3d, d)
+        # 3 x (d, d) -> (3d, d)
+        out[f"{prefix}in_proj_{kind}"] = torch.cat([parts["q"], parts["k"], parts["v"]])
     return out
 
 
 class TorchTransformer(nn.Module):
-    """``nn.Transformer`` with the embeddings, positional encoding and output projection of the library's model.
+    """``nn.Transformer`` with the embeddings, positional encoding and output projection of the
+    library's model.
 
     Built from the same :class:`~.TransformerConfig` (the paper's variants
     only: sinusoidal positions, LayerNorm, ReLU or GELU, as many key/value heads as heads), it
@@ -72,8 +76,16 @@ class TorchTransformer(nn.Module):
     def __init__(self, config: TransformerConfig, attention_dropout: float = 0.0) -> None:
         super().__init__()
         c = self.config = config
-        if c.positional != "sinusoidal" or c.norm != "layernorm" or c.activation == "swiglu" or c.num_kv_heads:
-            raise ValueError("TorchTransformer builds the paper's model only (sinusoidal, layernorm, relu/gelu, MHA)")
+        if (
+            c.positional != "sinusoidal"
+            or c.norm != "layernorm"
+            or c.activation == "swiglu"
+            or c.num_kv_heads
+        ):
+            raise ValueError(
+                "TorchTransformer builds the paper's model only (sinusoidal, layernorm, "
+                "relu/gelu, MHA)"
+            )
         self.scale = math.sqrt(c.d_model)
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
         self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
@@ -90,12 +102,15 @@ class TorchTransformer(nn.Module):
             self.generator.weight = self.tgt_embed.weight
 
     def embed(self, embedding: nn.Embedding, tokens: Tensor) -> Tensor:
-        """Embedding times ``sqrt(d_model)`` plus the positional table, then dropout: ``(B, T, d_model)``."""
+        """Embedding times ``sqrt(d_model)`` plus the positional table, then dropout: ``(B, T,
+        d_model)``.
+        """
         return self.dropout(embedding(tokens) * self.scale + self.pe[: tokens.size(1)])
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Teacher-forced pass: logits for every target position."""
-        src_pad, tgt_pad = src == self.config.pad_id, tgt == self.config.pad_id  # (B, S), (B, T); True = padding
+        # (B, S), (B, T); True = padding
+        src_pad, tgt_pad = src == self.config.pad_id, tgt == self.config.pad_id
         blocked = ~causal_mask(tgt.size(1), tgt.device)  # (T, T); True = may not attend
         out = self.transformer(
             self.embed(self.src_embed, src),
@@ -110,9 +125,12 @@ class TorchTransformer(nn.Module):
 
 
 def _torch_stacks(c: TransformerConfig) -> nn.Transformer:
-    """PyTorch's encoder and decoder stacks of the config's shape (a final norm only with Pre-LN, as ours)."""
+    """PyTorch's encoder and decoder stacks of the config's shape (a final norm only with Pre-LN, as
+    ours).
+    """
 
-    def final_norm() -> nn.LayerNorm | None:  # nn.Transformer's own default adds one even in Post-LN
+    # nn.Transformer's own default adds one even in Post-LN
+    def final_norm() -> nn.LayerNorm | None:
         return nn.LayerNorm(c.d_model) if c.norm_first else None
 
     layer_args = dict(
@@ -125,8 +143,12 @@ def _torch_stacks(c: TransformerConfig) -> nn.Transformer:
         norm_first=c.norm_first,
     )
     encoder_layer = nn.TransformerEncoderLayer(**layer_args)
-    encoder = nn.TransformerEncoder(encoder_layer, c.num_encoder_layers, final_norm(), enable_nested_tensor=False)
-    decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(**layer_args), c.num_decoder_layers, final_norm())
+    encoder = nn.TransformerEncoder(
+        encoder_layer, c.num_encoder_layers, final_norm(), enable_nested_tensor=False
+    )
+    decoder = nn.TransformerDecoder(
+        nn.TransformerDecoderLayer(**layer_args), c.num_decoder_layers, final_norm()
+    )
     return nn.Transformer(
         d_model=c.d_model,
         nhead=c.num_heads,

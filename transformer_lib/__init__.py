@@ -10,7 +10,13 @@ from .checkpoint import load_checkpoint, read_checkpoint_header, save_checkpoint
 from .config import TransformerConfig
 from .data.batching import Batch, make_batch, token_batches
 from .data.tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
-from .decoding import DecodeConfig, beam_search, greedy_decode, length_penalty_factor, sequence_log_prob
+from .decoding import (
+    DecodeConfig,
+    beam_search,
+    greedy_decode,
+    length_penalty_factor,
+    sequence_log_prob,
+)
 from .model import Transformer
 from .nn.attention import scaled_dot_product_attention
 from .nn.embedding import TokenEmbedding
@@ -20,18 +26,57 @@ from .nn.masks import causal_mask, padding_mask, target_mask
 from .nn.multihead import KVCache, MultiHeadAttention
 from .nn.norms import LayerNorm, RMSNorm
 from .nn.positional import PositionalEncoding, sinusoidal_table
-from .training import TrainConfig, TrainResult, evaluate_loss, sequence_loss, train, train_state_path
+from .training import (
+    TrainConfig,
+    TrainResult,
+    evaluate_loss,
+    sequence_loss,
+    train,
+    train_state_path,
+)
 from .training.schedule import noam_rate, noam_schedule
 
 __version__ = "0.1.0"
 
 # The public names, by layer, in the order of api.md.
-__all__ = ["TokenEmbedding", "PositionalEncoding", "sinusoidal_table", "scaled_dot_product_attention"]
-__all__ += ["causal_mask", "padding_mask", "target_mask", "KVCache", "MultiHeadAttention", "LayerNorm", "RMSNorm"]
+__all__ = [
+    "TokenEmbedding",
+    "PositionalEncoding",
+    "sinusoidal_table",
+    "scaled_dot_product_attention",
+]
+__all__ += [
+    "causal_mask",
+    "padding_mask",
+    "target_mask",
+    "KVCache",
+    "MultiHeadAttention",
+    "LayerNorm",
+    "RMSNorm",
+]
 __all__ += ["FeedForward", "LayerSpec", "Encoder", "EncoderLayer", "Decoder", "DecoderLayer"]
-__all__ += ["TransformerConfig", "Transformer", "load_checkpoint", "read_checkpoint_header", "save_checkpoint"]
+__all__ += [
+    "TransformerConfig",
+    "Transformer",
+    "load_checkpoint",
+    "read_checkpoint_header",
+    "save_checkpoint",
+]
 __all__ += ["Batch", "make_batch", "token_batches"]
 __all__ += ["BPETokenizer", "train_bpe_tokenizer", "train_translation_tokenizer"]
-__all__ += ["TrainConfig", "TrainResult", "train", "sequence_loss", "evaluate_loss", "train_state_path"]
+__all__ += [
+    "TrainConfig",
+    "TrainResult",
+    "train",
+    "sequence_loss",
+    "evaluate_loss",
+    "train_state_path",
+]
 __all__ += ["noam_rate", "noam_schedule"]
-__all__ += ["DecodeConfig", "greedy_decode", "beam_search", "sequence_log_prob", "length_penalty_factor"]
+__all__ += [
+    "DecodeConfig",
+    "greedy_decode",
+    "beam_search",
+    "sequence_log_prob",
+    "length_penalty_factor",
+]

@@ -1,4 +1,6 @@
-"""``python -m transformer_lib`` runs nothing: the command line is ``python -m transformer_tasks``."""
+"""``python -m transformer_lib`` runs nothing: the command line is ``python -m
+transformer_tasks``.
+"""
 
 import sys
 

@@ -1,4 +1,5 @@
-"""Checkpoints: weights in safetensors, configuration and metadata as JSON in the same file, written atomically.
+"""Checkpoints: weights in safetensors, configuration and metadata as JSON in the same file, written
+atomically.
 
 Loading never unpickles anything, so a checkpoint from an untrusted source cannot run code.
 """
@@ -22,7 +23,9 @@ FORMAT = "transformer_lib.checkpoint.v1"
 
 
 def save_checkpoint(model: Transformer, path: str | os.PathLike[str], **metadata: Any) -> Path:
-    """Write ``model`` (weights, config) and JSON-serialisable ``metadata`` to ``path``; tied weights stored once."""
+    """Write ``model`` (weights, config) and JSON-serialisable ``metadata`` to ``path``; tied
+    weights stored once.
+    """
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
     try:
@@ -33,7 +36,9 @@ def save_checkpoint(model: Transformer, path: str | os.PathLike[str], **metadata
     return atomic_write(path, lambda tmp: save_model(model, str(tmp), metadata=header))
 
 
-def read_checkpoint_header(path: str | os.PathLike[str]) -> tuple[TransformerConfig, dict[str, Any]]:
+def read_checkpoint_header(
+    path: str | os.PathLike[str],
+) -> tuple[TransformerConfig, dict[str, Any]]:
     """Read the config and metadata of a checkpoint without loading its weights."""
     path = Path(path)
     if not path.is_file():
@@ -43,11 +48,13 @@ def read_checkpoint_header(path: str | os.PathLike[str]) -> tuple[TransformerCon
             header = handle.metadata() or {}
     except (SafetensorError, OSError, ValueError) as error:
         raise ValueError(
-            f"checkpoint {str(path)!r} is not a valid safetensors file (truncated or corrupted?): {error}"
+            f"checkpoint {str(path)!r} is not a valid safetensors file (truncated or corrupted?): "
+            f"{error}"
         ) from None
     if header.get("format") != FORMAT:
         raise ValueError(
-            f"checkpoint {str(path)!r} was not written by save_checkpoint (format {header.get('format')!r})"
+            f"checkpoint {str(path)!r} was not written by save_checkpoint (format "
+            f"{header.get('format')!r})"
         )
     return TransformerConfig.from_dict(json.loads(header["config"])), json.loads(header["metadata"])
 
@@ -64,9 +71,12 @@ def load_checkpoint(
     try:
         missing, unexpected = load_model(model, str(path), strict=False, device=str(map_location))
     except (SafetensorError, OSError, RuntimeError, ValueError) as error:
-        raise ValueError(f"checkpoint {str(path)!r} could not be loaded (truncated or mismatched?): {error}") from None
+        raise ValueError(
+            f"checkpoint {str(path)!r} could not be loaded (truncated or mismatched?): {error}"
+        ) from None
     if missing or unexpected:
         raise ValueError(
-            f"checkpoint {str(path)!r} does not match its config: missing {missing}, unexpected {unexpected}"
+            f"checkpoint {str(path)!r} does not match its config: missing {missing}, unexpected "
+            f"{unexpected}"
         )
     return model.to(map_location), metadata

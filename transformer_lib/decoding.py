@@ -1,10 +1,11 @@
 """Decoding (解码): greedy search and beam search, with or without the key/value cache.
 
-Both return rows ``bos y_1 .. y_n eos pad pad ...`` (cut at ``max_len`` if ``eos_id`` never comes); the
-model's ``pad_id`` is never generated (its logit is masked), so a padded row is unambiguous. With ``use_cache=True``
-each step feeds only the newest token (earlier self-attention keys and values from a :class:`~.KVCache`, the
-cross-attention ones computed once); with ``False`` each step re-runs the decoder over the whole prefix (the same
-tokens, tested, at ``O(t^2)`` attention per step instead of ``O(t)``). Both run the model in eval mode.
+Both return rows ``bos y_1 .. y_n eos pad pad ...`` (cut at ``max_len`` if ``eos_id`` never comes);
+the model's ``pad_id`` is never generated (its logit is masked), so a padded row is unambiguous.
+With ``use_cache=True`` each step feeds only the newest token (earlier self-attention keys and
+values from a :class:`~.KVCache`, the cross-attention ones computed once); with ``False`` each step
+re-runs the decoder over the whole prefix (the same tokens, tested, at ``O(t^2)`` attention per step
+instead of ``O(t)``). Both run the model in eval mode.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from .eval_mode import eval_mode
 from .nn.masks import causal_mask, padding_mask
 from .validation import check_positive_int, check_token_ids
 
-__all__ = ["DecodeConfig", "beam_search", "greedy_decode", "length_penalty_factor", "sequence_log_prob"]
+__all__ = [
+    "DecodeConfig",
+    "beam_search",
+    "greedy_decode",
+    "length_penalty_factor",
+    "sequence_log_prob",
+]
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,8 @@ class DecodeConfig:
     Attributes:
         beam_size: beams per sentence when scoring with beam search (1: greedy).
         length_penalty: GNMT's ``alpha`` (0.6 in the Transformer paper, section 6.1).
-        max_len_a, max_len_b: a translation is cut at ``max_len_a * source_tokens + max_len_b`` tokens.
+        max_len_a, max_len_b: a translation is cut at ``max_len_a * source_tokens + max_len_b``
+            tokens.
         batch_size: sentences translated at once.
     """
 
@@ -62,7 +70,9 @@ def length_penalty_factor(length: int | Tensor, alpha: float) -> float | Tensor:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _check_decode_args(model: Any, src: Tensor, max_len: int, bos_id: int, eos_id: int) -> tuple[torch.device, int]:
+def _check_decode_args(
+    model: Any, src: Tensor, max_len: int, bos_id: int, eos_id: int
+) -> tuple[torch.device, int]:
     if not isinstance(src, Tensor) or src.dim() != 2 or 0 in src.shape:
         got = tuple(src.shape) if isinstance(src, Tensor) else type(src).__name__
         raise ValueError(f"src must be a (B, S) tensor of token ids with B, S > 0, got {got}")
@@ -78,20 +88,26 @@ def _check_decode_args(model: Any, src: Tensor, max_len: int, bos_id: int, eos_i
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be a non-negative int token id, got {value!r}")
         if vocab is not None and value >= vocab:
-            raise ValueError(f"{name}={value} is not a valid id of the target vocabulary (size {vocab})")
+            raise ValueError(
+                f"{name}={value} is not a valid id of the target vocabulary (size {vocab})"
+            )
         if value == pad_id:
             raise ValueError(f"{name}={value} equals the model's pad_id={pad_id}; they must differ")
     return next(chain(model.parameters(), model.buffers()), src).device, pad_id
 
 
-def _next_log_probs(model: Any, tokens: Tensor, memory: Tensor, src_mask: Tensor, cache: Any, pad_id: int) -> Tensor:
+def _next_log_probs(
+    model: Any, tokens: Tensor, memory: Tensor, src_mask: Tensor, cache: Any, pad_id: int
+) -> Tensor:
     """Log-probabilities of the next token after ``tokens`` (padding excluded).
 
     Shape:
-        tokens: ``(N, t)``; memory: ``(N, S, d)``; src_mask: ``(N, 1, 1, S)``; output: ``(N, V)`` float32.
+        tokens: ``(N, t)``; memory: ``(N, S, d)``; src_mask: ``(N, 1, 1, S)``; output: ``(N, V)``
+        float32.
     """
     if cache is not None:
-        logits = model.decode(tokens[:, -1:], memory, src_mask, cache=cache)  # (N, 1, V): newest token only
+        # (N, 1, V): newest token only
+        logits = model.decode(tokens[:, -1:], memory, src_mask, cache=cache)
     else:
         mask = causal_mask(tokens.size(1), tokens.device)  # (t, t); a live prefix has no padding
         logits = model.decode(tokens, memory, src_mask, mask)  # (N, t, V): the whole prefix again
@@ -101,14 +117,23 @@ def _next_log_probs(model: Any, tokens: Tensor, memory: Tensor, src_mask: Tensor
 
 
 def greedy_decode(
-    model: Any, src: Tensor, max_len: int, bos_id: int, eos_id: int, use_cache: bool = True, return_scores: bool = False
+    model: Any,
+    src: Tensor,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    use_cache: bool = True,
+    return_scores: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Decode a batch by taking the most probable token at every step (贪心解码).
 
     Args:
-        model: a :class:`~.Transformer` (anything with ``encode``, ``decode``, ``new_cache`` and ``config.pad_id``).
-        max_len: longest output row, ``bos`` included; decoding stops once every row has produced ``eos_id``.
-        return_scores: also return each row's ``sum_t log p(y_t | y_<t, x)`` over its tokens up to ``eos`` (included).
+        model: a :class:`~.Transformer` (anything with ``encode``, ``decode``, ``new_cache`` and
+            ``config.pad_id``).
+        max_len: longest output row, ``bos`` included; decoding stops once every row has produced
+            ``eos_id``.
+        return_scores: also return each row's ``sum_t log p(y_t | y_<t, x)`` over its tokens up to
+            ``eos`` (included).
 
     Shape:
         src: ``(B, S)``; output: ``(B, L)`` with ``L <= max_len``; scores: ``(B,)`` float32.
@@ -147,12 +172,13 @@ def beam_search(
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Batched beam search (束搜索) with GNMT's length penalty and early stopping per row.
 
-    Each row keeps ``beam_size`` live beams. At every step the ``2 * beam_size`` best extensions of its beams
-    (by summed log-probability) are examined in order: one ending in ``eos_id`` among the first ``beam_size``
-    becomes a finished hypothesis, scored ``log P / lp(len)`` (:func:`~.length_penalty_factor`; also what
-    ``return_scores`` returns); the first ``beam_size`` others become the next beams. A row is done once it has
-    ``beam_size`` finished hypotheses; at ``max_len`` the live beams of unfinished rows compete as they are.
-    With ``beam_size=1`` this is exactly :func:`~.greedy_decode`, whose other arguments these are.
+    Each row keeps ``beam_size`` live beams. At every step the ``2 * beam_size`` best extensions of
+    its beams (by summed log-probability) are examined in order: one ending in ``eos_id`` among the
+    first ``beam_size`` becomes a finished hypothesis, scored ``log P / lp(len)``
+    (:func:`~.length_penalty_factor`; also what ``return_scores`` returns); the first ``beam_size``
+    others become the next beams. A row is done once it has ``beam_size`` finished hypotheses; at
+    ``max_len`` the live beams of unfinished rows compete as they are. With ``beam_size=1`` this is
+    exactly :func:`~.greedy_decode`, whose other arguments these are.
 
     Shape:
         src: ``(B, S)``; output: ``(B, L)``, ``L <= max_len``; scores: ``(B,)`` float32.
@@ -165,14 +191,17 @@ def beam_search(
     with eval_mode(model):
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, d_model)
-        memory = memory.repeat_interleave(beam_size, dim=0)  # (B, S, d) -> (B*K, S, d): beam j of row b is b*K + j
+        # (B, S, d) -> (B*K, S, d): beam j of row b is b*K + j
+        memory = memory.repeat_interleave(beam_size, dim=0)
         src_mask = src_mask.repeat_interleave(beam_size, dim=0)  # (B*K, 1, 1, S)
         cache = model.new_cache() if use_cache else None
         for step in range(1, max_len):
-            log_probs = _next_log_probs(model, beams.tokens, memory, src_mask, cache, pad_id)  # (B*K, V)
+            # (B*K, V)
+            log_probs = _next_log_probs(model, beams.tokens, memory, src_mask, cache, pad_id)
             index = beams.step(step, log_probs)  # (B*K,): the parent of each new beam
             if cache is not None:
-                for self_cache, _cross_cache in cache:  # the static cross-attention cache stays as is
+                # the static cross-attention cache stays as is
+                for self_cache, _cross_cache in cache:
                     self_cache.reorder(index)
             if all(beams.row_done):
                 break
@@ -181,21 +210,30 @@ def beam_search(
 
 
 class _Beams:
-    """The state of a batched beam search: live beams, their scores, and each row's finished hypotheses."""
+    """The state of a batched beam search: live beams, their scores, and each row's finished
+    hypotheses.
+    """
 
-    def __init__(self, batch: int, k: int, bos_id: int, eos_id: int, alpha: float, device: torch.device) -> None:
+    def __init__(
+        self, batch: int, k: int, bos_id: int, eos_id: int, alpha: float, device: torch.device
+    ) -> None:
         self.batch, self.k, self.bos_id, self.eos_id, self.alpha = batch, k, bos_id, eos_id, alpha
-        self.tokens = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)  # (B*K, 1)
+        # (B*K, 1)
+        self.tokens = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
         self.scores = torch.zeros(batch, k, device=device)  # (B, K) summed log-probabilities
-        self.scores[:, 1:] = float("-inf")  # at the start only beam 0 is real (the others are copies)
+        # at the start only beam 0 is real (the others are copies)
+        self.scores[:, 1:] = float("-inf")
         self.finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
         self.row_done = [False] * batch
         self.row_offset = torch.arange(batch, device=device)[:, None] * k  # (B, 1)
 
     def step(self, step: int, log_probs: Tensor) -> Tensor:
-        """Extend every beam by every token, keep the best; return the parent of each new beam ``(B*K,)``."""
+        """Extend every beam by every token, keep the best; return the parent of each new beam
+        ``(B*K,)``.
+        """
         batch, k, vocab = self.batch, self.k, log_probs.size(-1)
-        candidates = (self.scores.view(-1, 1) + log_probs).view(batch, k * vocab)  # (B*K, V) -> (B, K*V)
+        # (B*K, V) -> (B, K*V)
+        candidates = (self.scores.view(-1, 1) + log_probs).view(batch, k * vocab)
         top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (B, 2K)
         top_beam, top_token = top_index // vocab, top_index % vocab  # (B, 2K) each
         is_eos = top_token == self.eos_id  # (B, 2K)
@@ -204,17 +242,24 @@ class _Beams:
         keep = ~is_eos  # (B, 2K)
         rank = keep.long().cumsum(dim=-1) - 1  # (B, 2K): rank among non-eos candidates
         chosen = keep & (rank < k)  # exactly K per row (at most K candidates can be eos)
-        next_beam, next_token = top_beam[chosen].view(batch, k), top_token[chosen].view(batch, k)  # (B, K) each
+        # (B, K) each
+        next_beam, next_token = top_beam[chosen].view(batch, k), top_token[chosen].view(batch, k)
         self.scores = top_scores[chosen].view(batch, k)  # (B, K)
-        index = (self.row_offset + next_beam).view(-1)  # (B*K,) flat index of each new beam's parent
-        self.tokens = torch.cat([self.tokens.index_select(0, index), next_token.view(-1, 1)], dim=1)  # (B*K, t+1)
+        # (B*K,) flat index of each new beam's parent
+        index = (self.row_offset + next_beam).view(-1)
+        # (B*K, t+1)
+        self.tokens = torch.cat([self.tokens.index_select(0, index), next_token.view(-1, 1)], dim=1)
         self.row_done = [len(hyps) >= k for hyps in self.finished]
         return index
 
-    def _collect_finished(self, step: int, top_scores: Tensor, top_beam: Tensor, is_eos: Tensor) -> None:
+    def _collect_finished(
+        self, step: int, top_scores: Tensor, top_beam: Tensor, is_eos: Tensor
+    ) -> None:
         """Finished hypotheses: eos among the first K candidates of a row that is not done."""
         k = self.k
-        rows, ranks = torch.nonzero(is_eos[:, :k] & torch.isfinite(top_scores[:, :k]), as_tuple=True)
+        rows, ranks = torch.nonzero(
+            is_eos[:, :k] & torch.isfinite(top_scores[:, :k]), as_tuple=True
+        )
         if rows.numel() == 0:
             return
         prefix_ids = (rows * k + top_beam[rows, ranks]).tolist()
@@ -222,7 +267,9 @@ class _Beams:
         for row, prefix_id, score in zip(rows.tolist(), prefix_ids, raw, strict=True):
             if not self.row_done[row] and len(self.finished[row]) < k:
                 seq = self.tokens[prefix_id, 1:].tolist() + [self.eos_id]
-                self.finished[row].append((score / float(length_penalty_factor(step, self.alpha)), seq))
+                self.finished[row].append(
+                    (score / float(length_penalty_factor(step, self.alpha)), seq)
+                )
 
     def finish_cut_rows(self) -> None:
         """Rows that ``max_len`` cut: their live beams compete as they are with what finished."""
@@ -230,7 +277,9 @@ class _Beams:
         for row, scores in enumerate(self.scores.tolist()):
             for j, score in enumerate(scores):
                 if not self.row_done[row] and score != float("-inf"):
-                    self.finished[row].append((score / penalty, self.tokens[row * self.k + j, 1:].tolist()))
+                    self.finished[row].append(
+                        (score / penalty, self.tokens[row * self.k + j, 1:].tolist())
+                    )
 
     def best(self, pad_id: int, return_scores: bool) -> Tensor | tuple[Tensor, Tensor]:
         """The best-scoring hypothesis of each row, padded into ``(B, L)`` (and its score)."""
@@ -242,7 +291,9 @@ class _Beams:
         for row, (_, seq) in enumerate(best):
             out[row, 1 : 1 + len(seq)] = torch.tensor(seq, dtype=torch.long, device=device)
         if return_scores:
-            return out, torch.tensor([score for score, _ in best], dtype=torch.float32, device=device)
+            return out, torch.tensor(
+                [score for score, _ in best], dtype=torch.float32, device=device
+            )
         return out
 
 
@@ -257,20 +308,30 @@ def sequence_log_prob(model: Any, src: Tensor, tokens: Tensor, eos_id: int) -> T
         src: ``(B, S)``; tokens: ``(B, L)``; output: ``(B,)`` float32.
     """
     if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.size(0) != src.size(0):
-        raise ValueError(f"tokens must be (B={src.size(0)}, L) ids, got {getattr(tokens, 'shape', tokens)}")
-    device, pad_id = _check_decode_args(model, src, max(tokens.size(1), 1), int(tokens[0, 0]), eos_id)
+        raise ValueError(
+            f"tokens must be (B={src.size(0)}, L) ids, got {getattr(tokens, 'shape', tokens)}"
+        )
+    device, pad_id = _check_decode_args(
+        model, src, max(tokens.size(1), 1), int(tokens[0, 0]), eos_id
+    )
     if getattr(model.config, "tgt_vocab_size", None) is not None:
         check_token_ids("tokens", tokens, model.config.tgt_vocab_size)
     src, tokens = src.to(device), tokens.to(device)
     with eval_mode(model):
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, d)
-        logits = model.decode(tokens[:, :-1], memory, src_mask, causal_mask(tokens.size(1) - 1, device)).float()
+        logits = model.decode(
+            tokens[:, :-1], memory, src_mask, causal_mask(tokens.size(1) - 1, device)
+        ).float()
         logits[..., pad_id] = float("-inf")
         log_probs = torch.log_softmax(logits, dim=-1)  # (B, L-1, V)
         target = tokens[:, 1:]  # (B, L-1)
-        picked = log_probs.gather(-1, target.masked_fill(target == pad_id, 0)[..., None]).squeeze(-1)  # (B, L-1)
+        # (B, L-1)
+        picked = log_probs.gather(-1, target.masked_fill(target == pad_id, 0)[..., None]).squeeze(
+            -1
+        )
         # A position counts if no eos came before it and it is not padding.
-        eos_before = torch.cumsum((target == eos_id).long(), dim=1) - (target == eos_id).long()  # (B, L-1)
+        # (B, L-1)
+        eos_before = torch.cumsum((target == eos_id).long(), dim=1) - (target == eos_id).long()
         counted = (eos_before == 0) & (target != pad_id)
         return torch.where(counted, picked, 0.0).sum(dim=1)  # (B,)

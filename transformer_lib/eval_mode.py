@@ -1,4 +1,6 @@
-"""One context manager for "evaluate this model now": eval mode, no autograd, the old mode restored."""
+"""One context manager for "evaluate this model now": eval mode, no autograd, the old mode
+restored.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from torch import nn
 def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
     """Run the block with ``model`` in eval mode (no dropout) and without autograd.
 
-    The previous mode comes back even if the block raises: a validation pass must leave the model training.
+    The previous mode comes back even if the block raises: a validation pass must leave the model
+    training.
     """
     was_training = model.training
     model.eval()

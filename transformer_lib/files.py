@@ -1,5 +1,5 @@
-"""Writing files atomically: every file the package writes goes to a temporary file in the same folder,
-then one rename, so a crash never leaves a half-written file under the real name.
+"""Writing files atomically: every file the package writes goes to a temporary file in the same
+folder, then one rename, so a crash never leaves a half-written file under the real name.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None], suffix: str = ".tmp") -> Path:
+def atomic_write(
+    path: str | os.PathLike[str], write: Callable[[Path], None], suffix: str = ".tmp"
+) -> Path:
     """Call ``write(tmp)`` on a temporary path beside ``path``, then rename it to ``path``.
 
     ``write`` must create the file at ``tmp`` (or fill the empty file there); if it raises, nothing

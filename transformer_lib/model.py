@@ -22,11 +22,13 @@ class Transformer(nn.Module):
     Masks left as ``None`` are built from ``config.pad_id``: padding keys are hidden everywhere and
     the decoder's self-attention is causal, so ``model(src, tgt)`` is always correct. The inputs'
     types and shapes are checked, never their values: on a GPU every value read back to the host
-    waits for all queued work (the ids' range is checked where they enter, :func:`~.check_token_ids`).
+    waits for all queued work (the ids' range is checked where they enter,
+    :func:`~.check_token_ids`).
 
     Shape:
         src: ``(B, S)`` ids; tgt: ``(B, T)`` ids; output: ``(B, T, tgt_vocab_size)`` logits.
-        src_mask: bool broadcasting to ``(B, H, S, S)`` / ``(B, H, T, S)``, usually ``(B, 1, 1, S)``.
+        src_mask: bool broadcasting to ``(B, H, S, S)`` / ``(B, H, T, S)``, usually ``(B, 1, 1,
+        S)``.
         tgt_mask: bool broadcasting to ``(B, H, T, T)``, usually ``(B, 1, T, T)``.
     """
 
@@ -40,7 +42,9 @@ class Transformer(nn.Module):
         if c.share_embeddings:
             self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
         self.positional = make_positional(c.positional, c.d_model, c.dropout, c.max_len)
-        rotary = RotaryEmbedding(c.d_model // c.num_heads, c.max_len) if c.positional == "rope" else None
+        rotary = (
+            RotaryEmbedding(c.d_model // c.num_heads, c.max_len) if c.positional == "rope" else None
+        )
         spec = c.layer_spec()  # what every layer of both stacks shares
         self.encoder = Encoder(spec, c.num_encoder_layers, rotary)
         self.decoder = Decoder(spec, c.num_decoder_layers, rotary)
@@ -54,7 +58,9 @@ class Transformer(nn.Module):
         """Encode source ids into memory ``(B, S, d_model)``."""
         check_token_tensor("src", src)
         if src.dim() != 2:
-            raise ValueError(f"src must be a (B, S) tensor of token ids, got shape {tuple(src.shape)}")
+            raise ValueError(
+                f"src must be a (B, S) tensor of token ids, got shape {tuple(src.shape)}"
+            )
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
         batch, length = src.shape
@@ -78,11 +84,14 @@ class Transformer(nn.Module):
         """
         check_token_tensor("tgt", tgt)
         if tgt.dim() != 2:
-            raise ValueError(f"tgt must be a (B, T) tensor of token ids, got shape {tuple(tgt.shape)}")
+            raise ValueError(
+                f"tgt must be a (B, T) tensor of token ids, got shape {tuple(tgt.shape)}"
+            )
         offset = cache[0][0].length if cache else 0  # positions already decoded (and cached)
         if tgt_mask is None and cache is None:
             tgt_mask = target_mask(tgt, self.config.pad_id)  # (B, 1, T, T): causal, padding hidden
-        elif tgt_mask is None and tgt.size(1) > 1:  # new positions: causal among themselves, all cached ones seen
+        # new positions: causal among themselves, all cached ones seen
+        elif tgt_mask is None and tgt.size(1) > 1:
             tgt_mask = causal_mask(offset + tgt.size(1), tgt.device)[offset:]  # (T, offset + T)
         # (one new position after a cache needs no mask: every key it meets is an earlier position)
         batch, length = tgt.shape
@@ -92,7 +101,11 @@ class Transformer(nn.Module):
         return self.generator(self.decoder(x, memory, tgt_mask, src_mask, cache))  # (B, T, vocab)
 
     def forward(
-        self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
     ) -> Tensor:
         """Teacher-forced pass: logits for every target position."""
         memory = self.encode(src, src_mask)  # validates src first
@@ -101,7 +114,9 @@ class Transformer(nn.Module):
         return self.decode(tgt, memory, src_mask, tgt_mask)
 
     def new_cache(self) -> list[tuple[KVCache, KVCache]]:
-        """Empty key/value caches for incremental decoding, one (self, cross) pair per decoder layer."""
+        """Empty key/value caches for incremental decoding, one (self, cross) pair per decoder
+        layer.
+        """
         return [(KVCache(), KVCache(static=True)) for _ in self.decoder.layers]
 
     def num_parameters(self) -> int:

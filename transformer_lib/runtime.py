@@ -36,7 +36,9 @@ def set_seed(seed: int) -> None:
 
 @contextlib.contextmanager
 def torch_threads(threads: int | None) -> Iterator[int]:
-    """Run the body with ``threads`` CPU threads (``None``: leave the setting), yielded; restore it afterwards."""
+    """Run the body with ``threads`` CPU threads (``None``: leave the setting), yielded; restore it
+    afterwards.
+    """
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -47,7 +49,8 @@ def torch_threads(threads: int | None) -> Iterator[int]:
 
 
 AMP_CHOICES = ("auto", "none", "bf16", "fp16")
-BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # /proc/cpuinfo flags of native bfloat16 arithmetic
+# /proc/cpuinfo flags of native bfloat16 arithmetic
+BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 
 def amp_for_device(
@@ -56,8 +59,9 @@ def amp_for_device(
     """The mixed precision that pays on a device, from what the device can do (given, not probed).
 
     On CUDA ``"bf16"`` from compute capability 8.0 (Ampere), whose tensor cores multiply bfloat16,
-    ``"fp16"`` before it (V100, T4), which trains with a gradient scaler; on a CPU ``"bf16"`` only with
-    native bfloat16 instructions (emulated bfloat16 is slower than float32); elsewhere ``"none"``.
+    ``"fp16"`` before it (V100, T4), which trains with a gradient scaler; on a CPU ``"bf16"`` only
+    with native bfloat16 instructions (emulated bfloat16 is slower than float32); elsewhere
+    ``"none"``.
     """
     if device_type == "cuda":
         if cuda_capability is None:
@@ -69,7 +73,9 @@ def amp_for_device(
 
 
 def cpu_info(path: str | os.PathLike[str] = "/proc/cpuinfo") -> dict[str, str]:
-    """The first processor's entries of ``/proc/cpuinfo`` (all report the same model and flags), else ``{}``."""
+    """The first processor's entries of ``/proc/cpuinfo`` (all report the same model and flags),
+    else ``{}``.
+    """
     entries: dict[str, str] = {}
     try:
         with open(path, encoding="utf-8") as info:
@@ -84,12 +90,16 @@ def cpu_info(path: str | os.PathLike[str] = "/proc/cpuinfo") -> dict[str, str]:
 
 
 def cpu_flags() -> frozenset[str]:
-    """The instruction-set flags of this machine's CPU (``/proc/cpuinfo``; empty where there is none)."""
+    """The instruction-set flags of this machine's CPU (``/proc/cpuinfo``; empty where there is
+    none).
+    """
     return frozenset(cpu_info().get("flags", "").split())
 
 
 def resolve_amp(amp: str, device: torch.device) -> str:
-    """``amp`` itself, or for ``"auto"`` :func:`amp_for_device` of ``device`` as this machine reports it."""
+    """``amp`` itself, or for ``"auto"`` :func:`amp_for_device` of ``device`` as this machine
+    reports it.
+    """
     if amp not in AMP_CHOICES:
         raise ValueError(f"amp={amp!r} is not one of {list(AMP_CHOICES)}")
     if amp != "auto":
@@ -99,6 +109,8 @@ def resolve_amp(amp: str, device: torch.device) -> str:
 
 
 def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what Python's ``platform`` module knows of it."""
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what Python's ``platform`` module
+    knows of it.
+    """
     # platform.processor() is empty on many Linux machines; the architecture is better than nothing.
     return cpu_info().get("model name") or platform.processor() or platform.machine()

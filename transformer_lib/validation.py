@@ -1,5 +1,6 @@
-"""Argument checks shared by the building blocks: a bad argument fails early, with a message that names it
-and what was expected, not deep inside a matrix product with a message about shapes nobody wrote.
+"""Argument checks shared by the building blocks: a bad argument fails early, with a message that
+names it and what was expected, not deep inside a matrix product with a message about shapes nobody
+wrote.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from torch import Tensor
 
 
 def check_positive_int(name: str, value: object) -> int:
-    """Return ``value`` if it is a positive ``int``; raise ``TypeError``/``ValueError`` naming ``name``."""
+    """Return ``value`` if it is a positive ``int``; raise ``TypeError``/``ValueError`` naming
+    ``name``.
+    """
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
     if value <= 0:
@@ -39,8 +42,9 @@ def check_divisible(d_model: int, num_heads: int) -> int:
 def check_token_tensor(name: str, tokens: object) -> Tensor:
     """Check that ``tokens`` is a tensor of an integer dtype; its values are not read.
 
-    This is the forward pass's check: reading a value back would make the host wait for a GPU at every
-    call, so the ids' range is checked once where they enter the library, by :func:`check_token_ids`.
+    This is the forward pass's check: reading a value back would make the host wait for a GPU at
+    every call, so the ids' range is checked once where they enter the library, by
+    :func:`check_token_ids`.
     """
     if not isinstance(tokens, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(tokens).__name__}")
@@ -73,7 +77,8 @@ def check_mask(name: str, mask: Tensor | None, target_shape: tuple[int, ...]) ->
     """Check that a boolean attention mask (``True`` = may attend) broadcasts to ``target_shape``.
 
     Shape:
-        mask: e.g. ``(T_q, T_k)``, ``(B, 1, 1, T_k)`` or ``(B, 1, T_q, T_k)``; target: ``(B, H, T_q, T_k)``.
+        mask: e.g. ``(T_q, T_k)``, ``(B, 1, 1, T_k)`` or ``(B, 1, T_q, T_k)``; target: ``(B, H, T_q,
+        T_k)``.
     """
     if mask is None:
         return None

@@ -1,10 +1,12 @@
-"""Corpus BLEU with sacreBLEU: the score every machine-translation paper reports, computed reproducibly.
+"""Corpus BLEU with sacreBLEU: the score every machine-translation paper reports, computed
+reproducibly.
 
 BLEU (Papineni et al., 2002) is the geometric mean of the 1- to 4-gram precisions of the output
 against the references, times a brevity penalty for short output. Scores of different scripts are
 not comparable (tokenisation changes them by points), so the book uses sacreBLEU (Post, 2018) on
 **detokenized** output against the **raw** references, and reports its signature. A score is
-sacreBLEU's ``BLEUScore`` (``score`` in ``[0, 100]``, ``precisions``, ``bp``, ``sys_len``, ``ref_len``).
+sacreBLEU's ``BLEUScore`` (``score`` in ``[0, 100]``, ``precisions``, ``bp``, ``sys_len``,
+``ref_len``).
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BLEUSco
     for name, texts in (("hypotheses", hypotheses), ("references", references)):
         for i, text in enumerate(texts):
             if not isinstance(text, str):
-                raise TypeError(f"{name}[{i}] must be a str (detokenized text), got {type(text).__name__}")
+                raise TypeError(
+                    f"{name}[{i}] must be a str (detokenized text), got {type(text).__name__}"
+                )
     if len(hypotheses) != len(references):
         raise ValueError(
-            f"hypotheses and references must have the same length, got {len(hypotheses)} and {len(references)}"
+            f"hypotheses and references must have the same length, got {len(hypotheses)} and "
+            f"{len(references)}"
         )
     if not references:
         raise ValueError("references is empty: BLEU needs at least one sentence")
@@ -38,7 +43,10 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BLEUSco
 
 @cache
 def bleu_signature() -> str:
-    """The sacreBLEU signature of every :func:`corpus_bleu` score: how it was computed, not what it scored."""
+    """The sacreBLEU signature of every :func:`corpus_bleu` score: how it was computed, not what it
+    scored.
+    """
     metric = BLEU()
-    metric.corpus_score(["."], [["."]])  # sacreBLEU knows the number of references only after a score
+    # sacreBLEU knows the number of references only after a score
+    metric.corpus_score(["."], [["."]])
     return str(metric.get_signature())

@@ -1,7 +1,7 @@
 """The command line: ``python -m transformer_tasks {copy,train-translation,translate,export-onnx}``.
 
-Training and export commands print their results as one JSON object on the **last line of stdout** (under
-``torchrun``, rank 0 only); mistakes end with exit status 2 and one line on stderr.
+Training and export commands print their results as one JSON object on the **last line of stdout**
+(under ``torchrun``, rank 0 only); mistakes end with exit status 2 and one line on stderr.
 """
 
 from __future__ import annotations
@@ -62,36 +62,78 @@ def _int_at_least(low: int) -> Callable[[str], int]:
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=DEVICES, default="auto", help="where to run (default: auto)")
     p.add_argument("--seed", type=_int_at_least(0), default=0, help="random seed (default: 0)")
-    p.add_argument("--save", metavar="PATH", help="save the trained model to this .safetensors file")
-    p.add_argument("--threads", type=_int_at_least(1), metavar="N", help="CPU threads (default: PyTorch's choice)")
+    p.add_argument(
+        "--save", metavar="PATH", help="save the trained model to this .safetensors file"
+    )
+    p.add_argument(
+        "--threads",
+        type=_int_at_least(1),
+        metavar="N",
+        help="CPU threads (default: PyTorch's choice)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (its ``--help`` lists the sub-commands)."""
-    parser = argparse.ArgumentParser(prog=PROG, description="Train and use the Transformer of the book.",
-                                     epilog="Training commands print their results as one JSON object on the last "
-                                     "line of stdout.")  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Train and use the Transformer of the book.",
+        epilog="Training commands print their results as one JSON object on the last "
+        "line of stdout.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    copy = sub.add_parser("copy", help="train the copy task (seconds on a CPU)",
-                          description="Train a small Transformer to copy sequences of 10 symbols until greedy "
-                          "decoding copies 1,000 held-out sequences exactly (or a step limit).")  # fmt: skip
+    copy = sub.add_parser(
+        "copy",
+        help="train the copy task (seconds on a CPU)",
+        description="Train a small Transformer to copy sequences of 10 symbols until greedy "
+        "decoding copies 1,000 held-out sequences exactly (or a step limit).",
+    )
     _add_common(copy)
-    copy.add_argument("--max-steps", type=_int_at_least(1), metavar="N", help="step limit (default: the task's)")
-    copy.add_argument("--grad-accum", type=_int_at_least(1), default=1, metavar="N", help="batches of 64 per step")
-    _add_train_translation(sub.add_parser(
-        TRAIN_TRANSLATION, help="train German-to-English translation on Multi30k and report sacreBLEU",
-        description="Train German-to-English on Multi30k and score test_2016_flickr with sacreBLEU (greedy and beam "
-        "search). Stop a run that writes checkpoints (--checkpoint-dir) at any time (Ctrl-C) and continue it with "
-        "the same command and --resume."))  # fmt: skip
+    copy.add_argument(
+        "--max-steps", type=_int_at_least(1), metavar="N", help="step limit (default: the task's)"
+    )
+    copy.add_argument(
+        "--grad-accum", type=_int_at_least(1), default=1, metavar="N", help="batches of 64 per step"
+    )
+    _add_train_translation(
+        sub.add_parser(
+            TRAIN_TRANSLATION,
+            help="train German-to-English translation on Multi30k and report sacreBLEU",
+            description="Train German-to-English on Multi30k and score test_2016_flickr with "
+            "sacreBLEU (greedy and beam "
+            "search). Stop a run that writes checkpoints (--checkpoint-dir) at any time (Ctrl-C) "
+            "and continue it with "
+            "the same command and --resume.",
+        )
+    )
     made_by = f"saved by '{TRAIN_TRANSLATION} --save'"
-    cmd = sub.add_parser(TRANSLATE, help=f"translate German sentences with a model {made_by}",
-                         description="Translate German sentences (one output line per sentence).")  # fmt: skip
-    cmd.add_argument("sentences", nargs="+", metavar="SENTENCE", help='German text, e.g. "Ein Mann fährt Fahrrad."')
+    cmd = sub.add_parser(
+        TRANSLATE,
+        help=f"translate German sentences with a model {made_by}",
+        description="Translate German sentences (one output line per sentence).",
+    )
+    cmd.add_argument(
+        "sentences",
+        nargs="+",
+        metavar="SENTENCE",
+        help='German text, e.g. "Ein Mann fährt Fahrrad."',
+    )
     cmd.add_argument("--checkpoint", required=True, metavar="PATH", help=made_by)
-    cmd.add_argument("--beam", type=_int_at_least(1), default=1, metavar="N", help="beam size (default: 1, greedy)")
-    cmd.add_argument("--device", choices=DEVICES, default="auto", help="where to run (default: auto)")
-    onnx = sub.add_parser(EXPORT_ONNX, help=f"export a model {made_by} to ONNX for ONNX Runtime",
-                          description="Write encoder.onnx, decoder.onnx and tokenizer.json into a folder.")  # fmt: skip
+    cmd.add_argument(
+        "--beam",
+        type=_int_at_least(1),
+        default=1,
+        metavar="N",
+        help="beam size (default: 1, greedy)",
+    )
+    cmd.add_argument(
+        "--device", choices=DEVICES, default="auto", help="where to run (default: auto)"
+    )
+    onnx = sub.add_parser(
+        EXPORT_ONNX,
+        help=f"export a model {made_by} to ONNX for ONNX Runtime",
+        description="Write encoder.onnx, decoder.onnx and tokenizer.json into a folder.",
+    )
     onnx.add_argument("--checkpoint", required=True, metavar="PATH", help=made_by)
     onnx.add_argument("--out", required=True, metavar="DIR", help="the folder to write them into")
     return parser
@@ -99,28 +141,60 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_train_translation(cmd: argparse.ArgumentParser) -> None:
     add, steps = cmd.add_argument, _int_at_least(1)
-    add("--data-dir", metavar="DIR", help="the Multi30k files' folder, downloaded if missing (default: "
-        "$MULTI30K_DIR, else ~/.cache/transformer_lib/multi30k)")  # fmt: skip
-    add("--profile", choices=list(TRANSLATION_PROFILES),
+    add(
+        "--data-dir",
+        metavar="DIR",
+        help="the Multi30k files' folder, downloaded if missing (default: "
+        "$MULTI30K_DIR, else ~/.cache/transformer_lib/multi30k)",
+    )
+    add(
+        "--profile",
+        choices=list(TRANSLATION_PROFILES),
         help="smoke (seconds, for the tests), cpu (900 steps, at most 30 minutes), "
-        "gpu (one GPU); default: gpu on CUDA, else cpu ($TRANSFORMER_PROFILE overrides)")  # fmt: skip
+        "gpu (one GPU); default: gpu on CUDA, else cpu ($TRANSFORMER_PROFILE overrides)",
+    )
     budget = cmd.add_mutually_exclusive_group()
-    budget.add_argument("--max-steps", type=steps, metavar="N", help="train exactly N steps, no time limit")
-    budget.add_argument("--time-budget", type=steps, metavar="SECONDS", help="train SECONDS of steps, no step limit")
-    add("--results", metavar="PATH", help="also write the results, the machine and date to this JSON")
-    add("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-        help="set any field of the configuration after the other flags (repeatable), e.g. train.lr=2e-3, "
-        "model.positional=rope, average_last=1; sections: model, train, decode, data")  # fmt: skip
-    add("--checkpoint-dir", metavar="DIR", help="write the resumable training state into DIR every "
-        "--checkpoint-every steps and at the end, keeping the newest")  # fmt: skip
+    budget.add_argument(
+        "--max-steps", type=steps, metavar="N", help="train exactly N steps, no time limit"
+    )
+    budget.add_argument(
+        "--time-budget", type=steps, metavar="SECONDS", help="train SECONDS of steps, no step limit"
+    )
+    add(
+        "--results",
+        metavar="PATH",
+        help="also write the results, the machine and date to this JSON",
+    )
+    add(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="set any field of the configuration after the other flags (repeatable), e.g. "
+        "train.lr=2e-3, "
+        "model.positional=rope, average_last=1; sections: model, train, decode, data",
+    )
+    add(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="write the resumable training state into DIR every "
+        "--checkpoint-every steps and at the end, keeping the newest",
+    )
     every = ", ".join(f"{k} {p.train.eval_every}" for k, p in TRANSLATION_PROFILES.items())
-    add("--checkpoint-every", type=steps, metavar="N", help=f"steps between two (default: each evaluation, {every})")
+    add(
+        "--checkpoint-every",
+        type=steps,
+        metavar="N",
+        help=f"steps between two (default: each evaluation, {every})",
+    )
     add("--resume", action="store_true", help="continue the run in --checkpoint-dir (same flags)")
     _add_common(cmd)
 
 
 def _device(name: str, training: bool = False) -> torch.device:
-    """The device; to train under ``torchrun``, also join the process group (this rank's GPU on CUDA)."""
+    """The device; to train under ``torchrun``, also join the process group (this rank's GPU on
+    CUDA).
+    """
     try:
         return init_distributed(pick_device(name)) if training else pick_device(name)
     except ValueError as error:
@@ -135,8 +209,13 @@ def _print_json(result: dict[str, Any]) -> None:
 def _run_copy(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    device, settings = _device(args.device, training=True), CopyTaskSettings(grad_accum=args.grad_accum)
-    result = run_copy_task(device, seed=args.seed, max_steps=args.max_steps, save_path=args.save, settings=settings)
+    device, settings = (
+        _device(args.device, training=True),
+        CopyTaskSettings(grad_accum=args.grad_accum),
+    )
+    result = run_copy_task(
+        device, seed=args.seed, max_steps=args.max_steps, save_path=args.save, settings=settings
+    )
     if args.save:
         result["checkpoint"] = str(args.save)
     _print_json(result)
@@ -144,16 +223,24 @@ def _run_copy(args: argparse.Namespace) -> int:
 
 
 def _run_train_translation(args: argparse.Namespace) -> int:
-    """Run the profile with its budget, then the shorthand flags and the ``--set`` settings, in that order."""
+    """Run the profile with its budget, then the shorthand flags and the ``--set`` settings, in that
+    order.
+    """
     device = _device(args.device, training=True)
     if args.checkpoint_dir is None and args.checkpoint_every is not None:
         raise CLIError(f"--checkpoint-every {NEEDS_DIR}")
-    shorthands = {"train.seed": args.seed, "num_threads": args.threads, "train.checkpoint_path": args.checkpoint_dir,
-                  "train.checkpoint_every": args.checkpoint_every}  # fmt: skip
+    shorthands = {
+        "train.seed": args.seed,
+        "num_threads": args.threads,
+        "train.checkpoint_path": args.checkpoint_dir,
+        "train.checkpoint_every": args.checkpoint_every,
+    }
     settings = [f"{name}={value}" for name, value in shorthands.items() if value is not None]
     try:  # a bad TRANSFORMER_PROFILE, budget or setting
         name = args.profile or default_profile(device)
-        profile = translation_profile(name, max_steps=args.max_steps, time_budget_s=args.time_budget)
+        profile = translation_profile(
+            name, max_steps=args.max_steps, time_budget_s=args.time_budget
+        )
         config = apply_overrides(apply_overrides(profile, settings), args.set)
     except (TypeError, ValueError) as error:
         raise CLIError(f"--set: {error}" if args.set else str(error)) from None
@@ -175,28 +262,39 @@ def _run_train_translation(args: argparse.Namespace) -> int:
 def load_translation_checkpoint(
     path: str | os.PathLike[str], device: str | torch.device = "cpu"
 ) -> tuple[Transformer, BPETokenizer, dict[str, Any]]:
-    """``(model, tokenizer, metadata)`` of a ``train-translation --save`` checkpoint, or a :class:`~.CLIError`."""
+    """``(model, tokenizer, metadata)`` of a ``train-translation --save`` checkpoint, or a
+    :class:`~.CLIError`.
+    """
     path, train = Path(path), f"{PROG} {TRAIN_TRANSLATION} --save PATH"
     if not path.is_file():
         raise CLIError(f"checkpoint {str(path)!r} does not exist (train one with: {train})")
     try:
         task = read_checkpoint_header(path)[1].get("task")
         if task != TASK:
-            raise CLIError(f"checkpoint {str(path)!r} was saved by the {task!r} task, not by {TASK!r}: {TRANSLATE} "
-                           f"needs a checkpoint written by '{train}'")  # fmt: skip
+            raise CLIError(
+                f"checkpoint {str(path)!r} was saved by the {task!r} task, not by {TASK!r}: "
+                f"{TRANSLATE} needs a checkpoint written by '{train}'"
+            )
         model, metadata = load_checkpoint(path, map_location=device)
         if not isinstance(metadata.get("tokenizer"), str):
-            raise CLIError(f"checkpoint {str(path)!r} has no tokenizer in its metadata; it cannot translate text")
+            raise CLIError(
+                f"checkpoint {str(path)!r} has no tokenizer in its metadata; it cannot translate "
+                "text"
+            )
         return model, BPETokenizer.from_json_str(metadata["tokenizer"]), metadata
     except ValueError as error:  # not a checkpoint, or a broken one
         raise CLIError(str(error)) from None
 
 
 def checkpoint_decoding(metadata: dict[str, Any], path: str | os.PathLike[str]) -> DecodeConfig:
-    """The decoding settings a checkpoint's training run stored; :class:`~.DecodeConfig`'s defaults for any missing."""
+    """The decoding settings a checkpoint's training run stored; :class:`~.DecodeConfig`'s defaults
+    for any missing.
+    """
     stored = metadata.get("decoding", {})  # an older checkpoint may lack some
     try:
-        return DecodeConfig(**{f: v for f, v in stored.items() if f in DecodeConfig.__dataclass_fields__})
+        return DecodeConfig(
+            **{f: v for f, v in stored.items() if f in DecodeConfig.__dataclass_fields__}
+        )
     except (TypeError, ValueError) as error:
         raise CLIError(f"checkpoint {str(path)!r} has bad decoding settings: {error}") from None
 
@@ -208,7 +306,11 @@ def _run_translate(args: argparse.Namespace) -> int:
         raise CLIError("every SENTENCE must hold some text")
     decode = checkpoint_decoding(metadata, args.checkpoint)
     limits = {"max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
-    print(*translate(model, tokenizer, sentences, args.beam, decode.length_penalty, **limits), sep="\n", flush=True)
+    print(
+        *translate(model, tokenizer, sentences, args.beam, decode.length_penalty, **limits),
+        sep="\n",
+        flush=True,
+    )
     return 0
 
 
@@ -219,7 +321,9 @@ def _run_export_onnx(args: argparse.Namespace) -> int:
     try:
         paths = export_onnx(model, tokenizer, args.out)
     except ImportError as error:  # the optional dependencies
-        raise CLIError(f"{error}; exporting needs onnx and onnxscript: pip install 'transformer-lib[export]'") from None
+        raise CLIError(
+            f"{error}; exporting needs onnx and onnxscript: pip install 'transformer-lib[export]'"
+        ) from None
     _print_json({name: str(path) for name, path in paths.items()})
     return 0
 
@@ -229,7 +333,9 @@ COMMANDS[EXPORT_ONNX] = _run_export_onnx
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status (argparse exits with 2 by itself on bad flags)."""
+    """Run the command line; return the exit status (argparse exits with 2 by itself on bad
+    flags).
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:
@@ -240,8 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # say how to continue, when the run wrote checkpoints
         sys.stderr.write(f"{PROG} {args.command}: interrupted\n")
         if getattr(args, "checkpoint_dir", None) is not None:
-            sys.stderr.write(f"continue from the newest checkpoint in {args.checkpoint_dir} with the same command "
-                             "and --resume\n")  # fmt: skip
+            sys.stderr.write(
+                f"continue from the newest checkpoint in {args.checkpoint_dir} with the same "
+                "command and --resume\n"
+            )
         return 130
     finally:
         cleanup()  # leave the process group, if torchrun made us join one

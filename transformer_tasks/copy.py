@@ -1,14 +1,15 @@
-"""The copy task (复制任务): train a Transformer to copy random sequences, until every held-out one is exact.
+"""The copy task (复制任务): train a Transformer to copy random sequences, until every held-out one
+is exact.
 
 The source is a random sequence of 10 symbols drawn from 10 (with repetition); the target is the
 same sequence. To copy every held-out sequence exactly a model must find, for output position
 ``t``, the source position ``t`` (cross-attention driven by the positional encoding) and stop after
 the last one. It trains in seconds on a CPU: the book's first end-to-end check.
 
-Token ids: 0 = pad, 1 = bos, 2 = eos, 3 .. 12 = the ten symbols. Decoder rows are ``bos s_1 .. s_10``
-in and ``s_1 .. s_10 eos`` out. The held-out set is 1,000 sequences drawn with a fixed seed; training
-batches come from other seeds (with ``10**10`` possible sequences a collision is unlikely). The task's
-measure is exact match under greedy decoding.
+Token ids: 0 = pad, 1 = bos, 2 = eos, 3 .. 12 = the ten symbols. Decoder rows are ``bos s_1 ..
+s_10`` in and ``s_1 .. s_10 eos`` out. The held-out set is 1,000 sequences drawn with a fixed seed;
+training batches come from other seeds (with ``10**10`` possible sequences a collision is unlikely).
+The task's measure is exact match under greedy decoding.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ NUM_SYMBOLS = 10
 SEQ_LEN = 10
 VOCAB_SIZE = FIRST_SYMBOL + NUM_SYMBOLS
 HELD_OUT_SEED = 20170612
-"""The seed of the held-out set, the same set for every run (the date the Transformer paper appeared)."""
+"""The seed of the held-out set, one set for every run (the day the Transformer paper appeared)."""
 
 
 def random_sequences(n: int, generator: torch.Generator, seq_len: int = SEQ_LEN) -> Tensor:
@@ -56,10 +57,13 @@ def copy_batch(sequences: Tensor) -> Batch:
     """The training batch that teaches the model to copy ``sequences``: ``bos s`` in, ``s eos`` out.
 
     Shape:
-        sequences: ``(B, L)`` symbol ids; output: ``src (B, L)``, ``tgt_in``/``tgt_out`` ``(B, L + 1)``.
+        sequences: ``(B, L)`` symbol ids; output: ``src (B, L)``, ``tgt_in``/``tgt_out`` ``(B, L +
+        1)``.
     """
     if not isinstance(sequences, Tensor) or sequences.dim() != 2 or sequences.dtype != torch.long:
-        raise ValueError(f"sequences must be a (B, L) long tensor, got {getattr(sequences, 'shape', sequences)}")
+        raise ValueError(
+            f"sequences must be a (B, L) long tensor, got {getattr(sequences, 'shape', sequences)}"
+        )
     tgt_in = F.pad(sequences, (1, 0), value=BOS_ID)  # (B, L + 1): bos in front
     tgt_out = F.pad(sequences, (0, 1), value=EOS_ID)  # (B, L + 1): eos at the end
     return Batch(src=sequences, tgt_in=tgt_in, tgt_out=tgt_out, pad_id=PAD_ID)
@@ -92,8 +96,12 @@ def copy_targets(sequences: Tensor) -> Tensor:
     return F.pad(F.pad(sequences, (1, 0), value=BOS_ID), (0, 1), value=EOS_ID)  # (B, L + 2)
 
 
-def copy_exact_match(model: Transformer, sequences: Tensor, batch_size: int = 1000, use_cache: bool = True) -> float:
-    """Fraction of ``sequences`` that greedy decoding copies exactly, ``bos s_1 .. s_L eos`` with every token right."""
+def copy_exact_match(
+    model: Transformer, sequences: Tensor, batch_size: int = 1000, use_cache: bool = True
+) -> float:
+    """Fraction of ``sequences`` that greedy decoding copies exactly, ``bos s_1 .. s_L eos`` with
+    every token right.
+    """
     check_positive_int("batch_size", batch_size)
     device = next(model.parameters()).device
     sequences = sequences.to(device)
@@ -110,9 +118,20 @@ def copy_exact_match(model: Transformer, sequences: Tensor, batch_size: int = 10
 
 
 def copy_model_config(**overrides: Any) -> TransformerConfig:
-    """The model the library trains on the copy task (see :class:`~.CopyTaskSettings` for why); tied embeddings."""
-    sizes = dict(src_vocab_size=VOCAB_SIZE, tgt_vocab_size=VOCAB_SIZE, d_model=64, num_heads=4, d_ff=128, max_len=64)
-    rest = dict(num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, norm_first=True, pad_id=PAD_ID)
+    """The model the library trains on the copy task (see :class:`~.CopyTaskSettings` for why); tied
+    embeddings.
+    """
+    sizes = dict(
+        src_vocab_size=VOCAB_SIZE,
+        tgt_vocab_size=VOCAB_SIZE,
+        d_model=64,
+        num_heads=4,
+        d_ff=128,
+        max_len=64,
+    )
+    rest = dict(
+        num_encoder_layers=1, num_decoder_layers=1, dropout=0.0, norm_first=True, pad_id=PAD_ID
+    )
     return TransformerConfig(**{**sizes, **rest, **overrides})
 
 
@@ -150,11 +169,13 @@ def run_copy_task(
     progress: bool = True,
     save_path: str | None = None,
 ) -> dict[str, Any]:
-    """Train a Transformer to copy until greedy decoding copies every held-out sequence, or ``max_steps``.
+    """Train a Transformer to copy until greedy decoding copies every held-out sequence, or
+    ``max_steps``.
 
     Every ``eval_every`` optimizer steps the model greedily decodes the ``held_out`` fixed sequences
     (:func:`~.held_out_sequences`); training stops at the first evaluation with 100% exact match.
-    ``device`` may be ``"auto"``. With ``save_path``, rank 0 saves the model (:func:`~.save_checkpoint`).
+    ``device`` may be ``"auto"``. With ``save_path``, rank 0 saves the model
+    (:func:`~.save_checkpoint`).
 
     Returns a JSON-serialisable dict: ``exact_match`` (at the last evaluation), ``reached`` (100%),
     ``train_seconds`` (training steps only), ``wall_seconds`` (everything), the settings and model
@@ -164,7 +185,9 @@ def run_copy_task(
     """
     wall_start = time.perf_counter()
     given = {"max_steps": max_steps, "eval_every": eval_every}
-    settings = replace(settings or CopyTaskSettings(), **{k: v for k, v in given.items() if v is not None})
+    settings = replace(
+        settings or CopyTaskSettings(), **{k: v for k, v in given.items() if v is not None}
+    )
     check_positive_int("held_out", held_out)
     device = pick_device(device) if isinstance(device, str) else torch.device(device)
     set_seed(seed)

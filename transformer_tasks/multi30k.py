@@ -1,4 +1,5 @@
-"""Multi30k (task 1; Elliott et al., 2016): German-English image captions, the book's translation data set.
+"""Multi30k (task 1; Elliott et al., 2016): German-English image captions, the book's translation
+data set.
 
 29,000 training pairs, 1,014 validation pairs and 1,000 test pairs (``test_2016_flickr``), read as
 ``(german, english)`` pairs from the six files of github.com/multi30k/dataset. Their folder is the
@@ -29,7 +30,8 @@ LANGUAGES = ("de", "en")
 ENV_VAR = "MULTI30K_DIR"
 DOWNLOAD_TIMEOUT = 10.0
 
-# SHA-256 of each file at commit a3d2e0d26b56f3846f66a952536ffed4e401d05a of github.com/multi30k/dataset.
+# SHA-256 of each file at commit a3d2e0d26b56f3846f66a952536ffed4e401d05a of
+# github.com/multi30k/dataset.
 SHA256 = {
     "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
@@ -54,7 +56,9 @@ class DownloadError(Multi30kError):
 
 
 def default_data_dir() -> Path:
-    """The data folder used when none is given: ``$MULTI30K_DIR``, else ``~/.cache/transformer_lib/multi30k``."""
+    """The data folder used when none is given: ``$MULTI30K_DIR``, else
+    ``~/.cache/transformer_lib/multi30k``.
+    """
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser()
@@ -89,14 +93,17 @@ def _verify(path: Path) -> Path:
     actual = sha256_of(path)
     if actual != SHA256[path.name]:
         raise ChecksumError(
-            f"{str(path)!r} is corrupted or incomplete: its sha256 is {actual}, expected {SHA256[path.name]} "
-            f"for {path.name}. Delete it to download it again, or replace it with the original file."
+            f"{str(path)!r} is corrupted or incomplete: its sha256 is {actual}, expected "
+            f"{SHA256[path.name]} for {path.name}. Delete it to download it again, or replace it "
+            "with the original file."
         )
     return path
 
 
 def _fetch(url: str, name: str, folder: Path, out: Path, timeout: float) -> None:
-    """Stream ``url`` into the file ``out``; a network failure or a short body is a :class:`~.DownloadError`."""
+    """Stream ``url`` into the file ``out``; a network failure or a short body is a
+    :class:`~.DownloadError`.
+    """
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, open(out, "wb") as handle:  # noqa: S310
             expected_length = response.headers.get("Content-Length")
@@ -104,9 +111,14 @@ def _fetch(url: str, name: str, folder: Path, out: Path, timeout: float) -> None
             received = handle.tell()
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as error:
         raise DownloadError(
-            f"{name} is not in the data folder and downloading {url} failed ({error}). {_how_to_provide(folder)}"
+            f"{name} is not in the data folder and downloading {url} failed ({error}). "
+            f"{_how_to_provide(folder)}"
         ) from None
-    if expected_length is not None and expected_length.isdigit() and received != int(expected_length):
+    if (
+        expected_length is not None
+        and expected_length.isdigit()
+        and received != int(expected_length)
+    ):
         raise DownloadError(
             f"downloading {url} was interrupted: {received} of {expected_length} bytes arrived; "
             f"nothing was saved. {_how_to_provide(folder)}"
@@ -114,7 +126,9 @@ def _fetch(url: str, name: str, folder: Path, out: Path, timeout: float) -> None
 
 
 def _download(name: str, folder: Path, base_url: str | None, timeout: float) -> Path:
-    """Download ``base_url + name`` into ``folder``: temporary file, verify, then rename into place."""
+    """Download ``base_url + name`` into ``folder``: temporary file, verify, then rename into
+    place.
+    """
     base_url = base_url or os.environ.get(URL_ENV_VAR) or BASE_URL
     url = base_url.rstrip("/") + "/" + name
 
@@ -123,15 +137,16 @@ def _download(name: str, folder: Path, base_url: str | None, timeout: float) -> 
         actual = sha256_of(tmp)
         if actual != SHA256[name]:
             raise ChecksumError(
-                f"downloaded {name} from {url} but its sha256 is {actual}, expected {SHA256[name]}; "
-                f"nothing was saved. {_how_to_provide(folder)}"
+                f"downloaded {name} from {url} but its sha256 is {actual}, "
+                f"expected {SHA256[name]}; nothing was saved. {_how_to_provide(folder)}"
             )
 
     try:
         return atomic_write(folder / name, download_and_verify, suffix=".part")
     except OSError as error:  # the folder cannot be created or written
         raise DownloadError(
-            f"{name} is missing and cannot be downloaded into {str(folder)!r}: {error}. {_how_to_provide(folder)}"
+            f"{name} is missing and cannot be downloaded into {str(folder)!r}: {error}. "
+            f"{_how_to_provide(folder)}"
         ) from None
 
 
@@ -142,7 +157,8 @@ def ensure_files(
     base_url: str | None = None,
     timeout: float = DOWNLOAD_TIMEOUT,
 ) -> dict[str, Path]:
-    """Make sure the files of ``splits`` are in the data folder and verified; return ``{name: path}``.
+    """Make sure the files of ``splits`` are in the data folder and verified; return ``{name:
+    path}``.
 
     Missing files are downloaded from ``base_url`` (default: ``$MULTI30K_URL``, else ``BASE_URL``);
     without a network the first failed download raises :class:`~.DownloadError`, saying how to
@@ -153,7 +169,9 @@ def ensure_files(
         raise Multi30kError(f"data_dir={str(folder)!r} is not a folder. {_how_to_provide(folder)}")
     names = [file_name(split, language) for split in splits for language in LANGUAGES]
     return {
-        name: _verify(folder / name) if (folder / name).is_file() else _download(name, folder, base_url, timeout)
+        name: _verify(folder / name)
+        if (folder / name).is_file()
+        else _download(name, folder, base_url, timeout)
         for name in names
     }
 
@@ -181,7 +199,8 @@ def load_multi30k(
     base_url: str | None = None,
     timeout: float = DOWNLOAD_TIMEOUT,
 ) -> dict[str, list[tuple[str, str]]]:
-    """Return ``{split: [(german, english), ...]}`` for ``splits`` (default: train, val, test_2016_flickr).
+    """Return ``{split: [(german, english), ...]}`` for ``splits`` (default: train, val,
+    test_2016_flickr).
 
     All files are checked (and fetched if needed) before any is read, so a missing test file fails
     before minutes are spent on anything else.
@@ -192,6 +211,8 @@ def load_multi30k(
     for split in splits:
         german, english = (_read_lines(paths[file_name(split, language)]) for language in LANGUAGES)
         if len(german) != len(english):
-            raise Multi30kError(f"{split}: {len(german)} German lines but {len(english)} English lines")
+            raise Multi30kError(
+                f"{split}: {len(german)} German lines but {len(english)} English lines"
+            )
         data[split] = list(zip(german, english, strict=True))
     return data

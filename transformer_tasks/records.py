@@ -1,4 +1,6 @@
-"""What a results file records besides the results: the machine that measured them and the code's commit."""
+"""What a results file records besides the results: the machine that measured them and the code's
+commit.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +14,12 @@ from transformer_lib.runtime import cpu_name
 
 
 def describe_machine(device: torch.device | None = None) -> dict[str, object]:
-    """Where a result was measured: CPU, logical CPUs, GPU, platform, Python and PyTorch versions."""
-    gpu = torch.cuda.get_device_name(device) if device is not None and device.type == "cuda" else None
+    """Where a result was measured: CPU, logical CPUs, GPU, platform, Python and PyTorch
+    versions.
+    """
+    gpu = (
+        torch.cuda.get_device_name(device) if device is not None and device.type == "cuda" else None
+    )
     return {
         "cpu": cpu_name(),
         "logical_cpus": os.cpu_count(),
@@ -25,10 +31,14 @@ def describe_machine(device: torch.device | None = None) -> dict[str, object]:
 
 
 def source_commit(folder: str | os.PathLike[str] = ".") -> str | None:
-    """The git commit of the code that ran (``"<sha>+changes"`` with uncommitted changes; ``None`` outside git)."""
+    """The git commit of the code that ran (``"<sha>+changes"`` with uncommitted changes; ``None``
+    outside git).
+    """
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=10)
+        done = subprocess.run(
+            ["git", *args], cwd=folder, capture_output=True, text=True, timeout=10
+        )
         if done.returncode != 0:
             raise OSError(done.stderr)
         return done.stdout.strip()

@@ -37,7 +37,9 @@ def _other_values(values: Tensor, vocab_size: int | None) -> Tensor:
     if values.is_floating_point():
         return values + 1.0
     if vocab_size is None or vocab_size < 3:
-        raise ValueError("integer inputs (token ids) need vocab_size >= 3 to be changed into other tokens")
+        raise ValueError(
+            "integer inputs (token ids) need vocab_size >= 3 to be changed into other tokens"
+        )
     return values % (vocab_size - 1) + 1  # ids 1..V-1 -> 2..V-1, 1 (never 0, the usual padding id)
 
 
@@ -62,8 +64,8 @@ def check_depends_on_input(
     change = max_abs_diff(before, after) if before.shape == after.shape else math.inf
     if not change > min_change:
         raise CheckFailed(
-            f"the output does not depend on the input: changing the input changed the output by {change:.3g} "
-            f"(at most), less than {min_change:g}"
+            "the output does not depend on the input: changing the input changed the output by "
+            f"{change:.3g} (at most), less than {min_change:g}"
         )
     return change
 
@@ -98,15 +100,16 @@ def check_causal(
         leak = max_abs_diff(new.narrow(dim, 0, t), out.narrow(dim, 0, t))
         if leak > atol:
             raise CheckFailed(
-                f"not causal: changing input position {t} changed the outputs at earlier positions 0..{t - 1} "
+                f"not causal: changing input position {t} changed the outputs at earlier "
+                f"positions 0..{t - 1} "
                 f"by up to {leak:.3g} (allowed {atol:g}), so those positions see the future"
             )
         for later in range(t, length):
             change = max_abs_diff(new.select(dim, later), out.select(dim, later))
             if not change > min_change:
                 raise CheckFailed(
-                    f"output position {later} ignores input position {t}: it changed by {change:.3g} "
-                    f"(at least {min_change:g} expected)"
+                    f"output position {later} ignores input position {t}: it changed by "
+                    f"{change:.3g} (at least {min_change:g} expected)"
                 )
 
 
@@ -137,15 +140,20 @@ def check_padding_invariant(
         tokens: ``(B, T)`` ids without padding, ``T >= 2``.
     """
     if tokens.dim() != 2 or tokens.size(1) < 2:
-        raise ValueError(f"tokens must be a (B, T >= 2) batch of ids, got shape {tuple(tokens.shape)}")
+        raise ValueError(
+            f"tokens must be a (B, T >= 2) batch of ids, got shape {tuple(tokens.shape)}"
+        )
     if (tokens == pad_id).any():
         raise ValueError(f"tokens must not already contain pad_id={pad_id}")
     out = _output(fn(tokens))
-    padded = torch.cat([tokens, torch.full((tokens.size(0), num_pad), pad_id, dtype=tokens.dtype)], dim=1)
+    padded = torch.cat(
+        [tokens, torch.full((tokens.size(0), num_pad), pad_id, dtype=tokens.dtype)], dim=1
+    )
     change = max_abs_diff(_same_positions(_output(fn(padded)), out, out_dim), out)
     if change > atol:
         raise CheckFailed(
-            f"padding changes the output: appending {num_pad} padding tokens changed the outputs of the real "
+            f"padding changes the output: appending {num_pad} padding tokens changed the outputs "
+            "of the real "
             f"tokens by up to {change:.3g} (allowed {atol:g}); padding is being attended to"
         )
     keep = tokens.size(1) // 2
@@ -157,8 +165,8 @@ def check_padding_invariant(
     if change > atol:
         raise CheckFailed(
             f"padding changes the output in a ragged batch: a row with {keep} real tokens and "
-            f"{padded.size(1) - keep} padding tokens differs from the unpadded row by up to {change:.3g} "
-            f"(allowed {atol:g})"
+            f"{padded.size(1) - keep} padding tokens differs from the unpadded row by up to "
+            f"{change:.3g} (allowed {atol:g})"
         )
 
 
@@ -183,8 +191,9 @@ def check_positions_distinct(table: Tensor, *, min_distance: float = 1e-3) -> fl
         i, j = divmod(int(distances.argmin()), table.size(0))
         same = int((distances < min_distance).sum().item()) // 2
         raise CheckFailed(
-            f"positions are not distinct: positions {min(i, j)} and {max(i, j)} get codes only {smallest:.3g} apart "
-            f"(at least {min_distance:g} needed); {same} of {table.size(0) * (table.size(0) - 1) // 2} pairs coincide"
+            f"positions are not distinct: positions {min(i, j)} and {max(i, j)} get codes only "
+            f"{smallest:.3g} apart (at least {min_distance:g} needed); {same} of "
+            f"{table.size(0) * (table.size(0) - 1) // 2} pairs coincide"
         )
     return smallest
 
@@ -192,7 +201,8 @@ def check_positions_distinct(table: Tensor, *, min_distance: float = 1e-3) -> fl
 def check_values_in_range(
     values: Tensor, low: float, high: float, *, reach_ends: bool = True, tol: float = 1e-3
 ) -> tuple[float, float]:
-    """Check that ``values`` lie in ``[low, high]`` and, with ``reach_ends``, come within ``tol`` of both ends.
+    """Check that ``values`` lie in ``[low, high]`` and, with ``reach_ends``, come within ``tol`` of
+    both ends.
 
     Used to test a claimed range against the real one: the sinusoidal table lies in ``[-1, 1]``
     and uses all of it. The bounds are strict; only reaching the ends has the tolerance ``tol``.
@@ -200,10 +210,13 @@ def check_values_in_range(
     """
     smallest, largest = values.min().item(), values.max().item()
     if smallest < low or largest > high:
-        raise CheckFailed(f"values span [{smallest:.4f}, {largest:.4f}], outside the range [{low:g}, {high:g}]")
+        raise CheckFailed(
+            f"values span [{smallest:.4f}, {largest:.4f}], outside the range [{low:g}, {high:g}]"
+        )
     if reach_ends and (smallest > low + tol or largest < high - tol):
         raise CheckFailed(
-            f"values span [{smallest:.4f}, {largest:.4f}]: they do not cover the range [{low:g}, {high:g}]"
+            f"values span [{smallest:.4f}, {largest:.4f}]: they do not cover the range [{low:g}, "
+            f"{high:g}]"
         )
     return smallest, largest
 
@@ -242,16 +255,21 @@ def check_buffer_follows_module(module: nn.Module | Callable[[], nn.Module], nam
     if built_under_meta is not None and getattr(built_under_meta, name).device.type != "meta":
         raise CheckFailed(
             f"built under torch.device('meta'), the module created {name} on "
-            f"{getattr(built_under_meta, name).device}: the tensor is made on a fixed device (a global DEVICE?), "
-            f"not on the device the module is built on"
+            f"{getattr(built_under_meta, name).device}: the tensor is made on a fixed device (a "
+            "global DEVICE?), not on the device the module is built on"
         )
     moved = copy.deepcopy(module).to("meta")
     if getattr(moved, name).device.type != "meta":
-        raise CheckFailed(f"after module.to('meta') the tensor {name} is still on {getattr(moved, name).device}")
+        raise CheckFailed(
+            f"after module.to('meta') the tensor {name} is still on {getattr(moved, name).device}"
+        )
     if tensor.is_floating_point():
         converted = copy.deepcopy(module).to(torch.float64)
         if getattr(converted, name).dtype != torch.float64:
-            raise CheckFailed(f"after module.to(torch.float64) the tensor {name} is {getattr(converted, name).dtype}")
+            raise CheckFailed(
+                f"after module.to(torch.float64) the tensor {name} is "
+                f"{getattr(converted, name).dtype}"
+            )
 
 
 def check_variable_is_noop(x: Tensor) -> None:
@@ -263,10 +281,21 @@ def check_variable_is_noop(x: Tensor) -> None:
     from torch.autograd import Variable
 
     wrapped = Variable(x)
-    if type(wrapped) is not Tensor or not torch.equal(wrapped, x) or wrapped.data_ptr() != x.data_ptr():
-        raise CheckFailed(f"Variable(x) is a {type(wrapped).__name__} that does not share x's memory")
-    if Variable(x, requires_grad=True).requires_grad is not True or wrapped.requires_grad != x.requires_grad:
-        raise CheckFailed("Variable(x, requires_grad=...) does not behave like x.requires_grad_(...)")
+    if (
+        type(wrapped) is not Tensor
+        or not torch.equal(wrapped, x)
+        or wrapped.data_ptr() != x.data_ptr()
+    ):
+        raise CheckFailed(
+            f"Variable(x) is a {type(wrapped).__name__} that does not share x's memory"
+        )
+    if (
+        Variable(x, requires_grad=True).requires_grad is not True
+        or wrapped.requires_grad != x.requires_grad
+    ):
+        raise CheckFailed(
+            "Variable(x, requires_grad=...) does not behave like x.requires_grad_(...)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +317,9 @@ def check_cross_attention_lengths(
     batch, t_len = x.shape[:2]
     s_len = memory.size(1)
     if t_len == s_len:
-        raise ValueError(f"x and memory must have different lengths for this check, both have {t_len}")
+        raise ValueError(
+            f"x and memory must have different lengths for this check, both have {t_len}"
+        )
     try:
         out = _output(fn(x, memory))
     except (RuntimeError, ValueError) as error:
@@ -298,14 +329,16 @@ def check_cross_attention_lengths(
         ) from error
     if tuple(out.shape[:2]) != (batch, t_len):
         raise CheckFailed(
-            f"cross-attention returns {tuple(out.shape[:2])} (batch, positions), not ({batch}, {t_len}): "
-            f"the queries must come from the target"
+            f"cross-attention returns {tuple(out.shape[:2])} (batch, positions), not ({batch}, "
+            f"{t_len}): the queries must come from the target"
         )
     gen = torch.Generator().manual_seed(0)
     other_memory = memory + torch.randn(memory.shape, generator=gen, dtype=memory.dtype)
     other_x = x + torch.randn(x.shape, generator=gen, dtype=x.dtype)
     if not max_abs_diff(_output(fn(x, other_memory)), out) > min_change:
-        raise CheckFailed("cross-attention output does not depend on the memory (the encoder output)")
+        raise CheckFailed(
+            "cross-attention output does not depend on the memory (the encoder output)"
+        )
     if not max_abs_diff(_output(fn(other_x, memory)), out) > min_change:
         raise CheckFailed("cross-attention output does not depend on the decoder states")
 
@@ -313,7 +346,8 @@ def check_cross_attention_lengths(
 def check_heads_concatenate_to_d_model(
     build: Callable[[int, int], nn.Module], d_model: int, num_heads: int, *, length: int = 3
 ) -> str:
-    """Check that the heads of multi-head attention (多头注意力) concatenate to exactly ``d_model`` features.
+    """Check that the heads of multi-head attention (多头注意力) concatenate to exactly ``d_model``
+    features.
 
     ``build(d_model, num_heads)`` either refuses (a ``ValueError`` naming both numbers, the right
     answer when ``num_heads`` does not divide ``d_model``) or builds a module whose heads,
@@ -331,7 +365,9 @@ def check_heads_concatenate_to_d_model(
     except ValueError as error:
         if str(d_model) in str(error) and str(num_heads) in str(error):
             return "rejected"
-        raise CheckFailed(f"build raised a ValueError that names neither d_model nor num_heads: {error}") from error
+        raise CheckFailed(
+            f"build raised a ValueError that names neither d_model nor num_heads: {error}"
+        ) from error
     widths: list[int] = []
     hooks = [
         m.register_forward_pre_hook(lambda _m, args: widths.append(args[0].size(-1)))
@@ -351,13 +387,14 @@ def check_heads_concatenate_to_d_model(
         gap = d_model - widths[-1]
         relation = f"{gap} fewer than" if gap > 0 else f"{-gap} more than"
         cause = (
-            f"num_heads={num_heads} does not divide d_model={d_model}, each head got {d_model // num_heads}, and "
+            f"num_heads={num_heads} does not divide d_model={d_model}, each head got "
+            f"{d_model // num_heads}, and "
             if d_model % num_heads
             else ""
         )
         raise CheckFailed(
-            f"the heads concatenate to {widths[-1]} features, {relation} d_model={d_model}: {cause}the output "
-            f"projection reads {widths[-1]} features instead of {d_model}"
+            f"the heads concatenate to {widths[-1]} features, {relation} d_model={d_model}: "
+            f"{cause}the output projection reads {widths[-1]} features instead of {d_model}"
         )
     if out.size(-1) != d_model:
         raise CheckFailed(f"the output has width {out.size(-1)}, not d_model={d_model}")
@@ -365,7 +402,9 @@ def check_heads_concatenate_to_d_model(
 
 
 def check_mask_fp16_safe(
-    attention_fn: Callable[[Tensor, Tensor, Tensor, Tensor], Any], *, dtype: torch.dtype = torch.float16
+    attention_fn: Callable[[Tensor, Tensor, Tensor, Tensor], Any],
+    *,
+    dtype: torch.dtype = torch.float16,
 ) -> None:
     """Check that masked attention works in half precision (半精度), fully masked rows included.
 
@@ -385,10 +424,14 @@ def check_mask_fp16_safe(
     try:
         out = _output(attention_fn(q, k, v, mask))
     except RuntimeError as error:
-        raise CheckFailed(f"masked attention fails in {dtype}: RuntimeError: {str(error).splitlines()[0]}") from error
+        raise CheckFailed(
+            f"masked attention fails in {dtype}: RuntimeError: {str(error).splitlines()[0]}"
+        ) from error
     if not torch.isfinite(out).all():
         bad = int((~torch.isfinite(out)).sum())
-        raise CheckFailed(f"masked attention in {dtype} returns {bad} non-finite values (inf or NaN)")
+        raise CheckFailed(
+            f"masked attention in {dtype} returns {bad} non-finite values (inf or NaN)"
+        )
     v_changed = v.clone()
     v_changed[1, :, 3:] += 1.0  # values of the masked key only
     leak = max_abs_diff(_output(attention_fn(q, k, v_changed, mask))[1], out[1])

@@ -69,17 +69,24 @@ def check_norm_placement(
                     module.bias.zero_()
         out = _output(forward(skeleton, x) if forward is not None else skeleton(x))
     pre, post = max_abs_diff(out, x), max_abs_diff(out, normalize(x))
-    found = "Pre-LN (output = input)" if pre <= atol else "Post-LN (output = LN(input))" if post <= atol else None
+    found = (
+        "Pre-LN (output = input)"
+        if pre <= atol
+        else "Post-LN (output = LN(input))"
+        if post <= atol
+        else None
+    )
     if found is None:
         found = (
             f"neither: the output is {out.abs().max().item():.3g} at most while the input reaches "
-            f"{x.abs().max().item():.3g}, so a sub-layer has no residual connection (or its norm is not `normalize`)"
+            f"{x.abs().max().item():.3g}, so a sub-layer has no residual connection (or its norm "
+            "is not `normalize`)"
         )
     expected, error = ("Pre-LN", pre) if norm_first else ("Post-LN", post)
     if error > atol:
         raise CheckFailed(
-            f"the layer claims {expected} (norm_first={norm_first}) but with its sub-layers switched off it is "
-            f"{found}; distance from {expected}: {error:.3g}"
+            f"the layer claims {expected} (norm_first={norm_first}) but with its sub-layers "
+            f"switched off it is {found}; distance from {expected}: {error:.3g}"
         )
 
 
@@ -112,7 +119,8 @@ def check_layer_norm_matches_torch(
         if error > atol + rtol * reference.abs().max().item():
             relative = error / max(reference.abs().max().item(), 1e-30)
             raise CheckFailed(
-                f"differs from nn.LayerNorm (biased variance, eps={eps:g} inside the square root) by up to "
+                f"differs from nn.LayerNorm (biased variance, eps={eps:g} inside the square root) "
+                "by up to "
                 f"{error:.3g} ({relative:.2%} of the output's size) on inputs of scale {scale:g}"
             )
 
@@ -129,27 +137,31 @@ def check_outputs_are_logits(
     softmax was applied), and ``F.cross_entropy``, given them, would apply a second softmax and
     could no longer reach a small loss. Rows whose ``logsumexp`` is 0 are log-probabilities (a
     ``log_softmax`` was applied); they are refused unless ``allow_log_probabilities``. The check
-    therefore catches a missing vocabulary projection (wrong width) and a softmax at the right width.
+    therefore catches a missing vocabulary projection (wrong width) and a softmax at the right
+    width.
 
     Shape:
         output: ``(..., vocab_size)``.
     """
     if output.size(-1) != vocab_size:
         raise CheckFailed(
-            f"the last dimension is {output.size(-1)}, not vocab_size={vocab_size}: there is no projection "
-            f"to the vocabulary"
+            f"the last dimension is {output.size(-1)}, not vocab_size={vocab_size}: there is no "
+            "projection to the vocabulary"
         )
     values = output.double()
     sums = values.sum(-1)
     if values.min().item() >= 0.0 and torch.allclose(sums, torch.ones_like(sums), atol=atol):
         raise CheckFailed(
             f"the outputs look like probabilities: every entry is in [{values.min().item():.4f}, "
-            f"{values.max().item():.4f}] and every row sums to 1 ({sums.min().item():.4f}..{sums.max().item():.4f}): "
+            f"{values.max().item():.4f}] and every row sums to 1 "
+            f"({sums.min().item():.4f}..{sums.max().item():.4f}): "
             f"softmax was applied; return logits"
         )
     lse = values.logsumexp(-1)
     if not allow_log_probabilities and torch.allclose(lse, torch.zeros_like(lse), atol=atol):
-        raise CheckFailed("the outputs are log-probabilities (every row's logsumexp is 0), not logits")
+        raise CheckFailed(
+            "the outputs are log-probabilities (every row's logsumexp is 0), not logits"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,7 +191,8 @@ def check_finite_label_smoothing_loss(
     if not math.isfinite(value):
         raise CheckFailed(
             f"the loss is {value} when one class has probability exp(-{gap:g}) = 0.0 in float32: "
-            f"it takes the log of probabilities; compute it from logits (log_softmax / F.cross_entropy)"
+            "it takes the log of probabilities; compute it from logits (log_softmax / "
+            "F.cross_entropy)"
         )
     loss.backward()
     if logits.grad is None or not torch.isfinite(logits.grad).all():
@@ -187,7 +200,9 @@ def check_finite_label_smoothing_loss(
     return value
 
 
-def check_lr_per_optimizer_step(used_lrs: Sequence[float], rate: Callable[[int], float], *, rtol: float = 1e-6) -> None:
+def check_lr_per_optimizer_step(
+    used_lrs: Sequence[float], rate: Callable[[int], float], *, rtol: float = 1e-6
+) -> None:
     """Check that optimizer step ``s`` (from 1) used the learning rate ``rate(s)`` of its schedule.
 
     ``used_lrs`` are the rates read from the optimizer (``optimizer.param_groups[0]["lr"]``) just
@@ -200,10 +215,15 @@ def check_lr_per_optimizer_step(used_lrs: Sequence[float], rate: Callable[[int],
     for step, used in enumerate(used_lrs, start=1):
         expected = rate(step)
         if not math.isclose(used, expected, rel_tol=rtol, abs_tol=0.0):
-            matches = [k for k in range(1, 50 * len(used_lrs) + 2) if math.isclose(used, rate(k), rel_tol=rtol)]
+            matches = [
+                k
+                for k in range(1, 50 * len(used_lrs) + 2)
+                if math.isclose(used, rate(k), rel_tol=rtol)
+            ]
             hint = f" (that is the schedule's rate for step {matches[0]})" if matches else ""
             raise CheckFailed(
-                f"optimizer step {step} used lr={used:.4e}{hint}, but the schedule gives lr={expected:.4e} "
+                f"optimizer step {step} used lr={used:.4e}{hint}, but the schedule gives "
+                f"lr={expected:.4e} "
                 f"for step {step}: the scheduler is not stepped once per optimizer step"
             )
 
@@ -213,7 +233,8 @@ def check_vocab_ignores_split(
     data: Mapping[str, list[tuple[str, str]]],
     split: str,
 ) -> int:
-    """Check that a vocabulary (词表) built from ``data`` does not depend on the ``split`` (e.g. the test set).
+    """Check that a vocabulary (词表) built from ``data`` does not depend on the ``split`` (e.g. the
+    test set).
 
     ``build_vocab(data)`` returns the vocabulary (any collection of token strings, e.g. a dict
     ``token -> id``). It is built twice: from ``data``, and from ``data`` with ``split`` replaced by
@@ -229,8 +250,9 @@ def check_vocab_ignores_split(
     if vocab != other:
         added = sorted(other - vocab)
         raise CheckFailed(
-            f"the vocabulary changes when the {split!r} split changes: {len(other - vocab)} entries appear "
-            f"(e.g. {added[:3]}) and {len(vocab - other)} disappear; it was built with {split!r} text"
+            f"the vocabulary changes when the {split!r} split changes: "
+            f"{len(other - vocab)} entries appear (e.g. {added[:3]}) and {len(vocab - other)} "
+            f"disappear; it was built with {split!r} text"
         )
     return len(vocab)
 
@@ -241,7 +263,8 @@ def check_vocab_ignores_split(
 def check_fails_clearly(
     fn: Callable[[], Any], *, mentions: Sequence[str], exception: type[BaseException] = Exception
 ) -> BaseException:
-    """Check that ``fn()`` fails with an ``exception`` whose message mentions every string in ``mentions``.
+    """Check that ``fn()`` fails with an ``exception`` whose message mentions every string in
+    ``mentions``.
 
     For code that must refuse bad input: a corrupted download, a missing file without a network.
     Returning data, or failing with a message that does not say what is wrong (a decompression
@@ -258,7 +281,11 @@ def check_fails_clearly(
                 f"{message.splitlines()[0][:160] if message else '(empty message)'}"
             ) from error
         return error
-    summary = f"{type(result).__name__} of {len(result)} items" if hasattr(result, "__len__") else repr(result)
+    summary = (
+        f"{type(result).__name__} of {len(result)} items"
+        if hasattr(result, "__len__")
+        else repr(result)
+    )
     raise CheckFailed(f"returned {summary} instead of failing: the bad input was accepted")
 
 
@@ -266,16 +293,21 @@ def check_fails_clearly(
 # Claims about numbers
 # ---------------------------------------------------------------------------------------------
 def check_settings(settings: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
-    """Check that every setting in ``settings`` that ``expected`` also states has the expected value.
+    """Check that every setting in ``settings`` that ``expected`` also states has the expected
+    value.
 
     Used to compare training recipes (optimizer, dropout, clipping, batch size) with a reference
     such as the paper. At least one key must be shared.
     """
     shared = [key for key in settings if key in expected]
     if not shared:
-        raise ValueError(f"settings {sorted(settings)} and expected {sorted(expected)} share no key")
+        raise ValueError(
+            f"settings {sorted(settings)} and expected {sorted(expected)} share no key"
+        )
     wrong = [
-        f"{key}={settings[key]!r} (expected {expected[key]!r})" for key in shared if settings[key] != expected[key]
+        f"{key}={settings[key]!r} (expected {expected[key]!r})"
+        for key in shared
+        if settings[key] != expected[key]
     ]
     if wrong:
         raise CheckFailed(f"{len(wrong)} of {len(shared)} settings differ: " + "; ".join(wrong))
@@ -307,7 +339,11 @@ def check_cost_exponent(
     xs = [math.log(n) for n in sizes]
     ys = [math.log(cost(n)) for n in sizes]
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((a - mean_x) * (b - mean_y) for a, b in zip(xs, ys, strict=True)) / sum((a - mean_x) ** 2 for a in xs)
+    slope = sum((a - mean_x) * (b - mean_y) for a, b in zip(xs, ys, strict=True)) / sum(
+        (a - mean_x) ** 2 for a in xs
+    )
     if abs(slope - exponent) > tol:
-        raise CheckFailed(f"the cost grows like n^{slope:.2f} over n in {list(sizes)}, not like n^{exponent:g}")
+        raise CheckFailed(
+            f"the cost grows like n^{slope:.2f} over n in {list(sizes)}, not like n^{exponent:g}"
+        )
     return slope

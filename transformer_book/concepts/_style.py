@@ -42,19 +42,40 @@ def canvas(width: float, height: float) -> tuple[Figure, Axes]:
     return fig, ax
 
 
-def box(ax: Axes, x: float, y: float, w: float, h: float, label: str = "", kind: str = "add",
-        size: float = FONT, **text) -> None:  # fmt: skip
+def box(
+    ax: Axes,
+    x: float,
+    y: float,
+    w: float,
+    h: float,
+    label: str = "",
+    kind: str = "add",
+    size: float = FONT,
+    **text,
+) -> None:
     """A rounded box centred at ``(x, y)``, filled with ``COLOURS[kind]``, with a centred label."""
     patch = FancyBboxPatch(
-        (x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.1",
-        facecolor=COLOURS[kind], edgecolor=INK, linewidth=0.9,
-    )  # fmt: skip
+        (x - w / 2, y - h / 2),
+        w,
+        h,
+        boxstyle="round,pad=0.02,rounding_size=0.1",
+        facecolor=COLOURS[kind],
+        edgecolor=INK,
+        linewidth=0.9,
+    )
     ax.add_patch(patch)
     if label:
         ax.text(x, y, label, ha="center", va="center", fontsize=size, color=INK, **text)
 
 
-def arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], colour: str = INK,
-          width: float = 1.0) -> None:  # fmt: skip
+def arrow(
+    ax: Axes,
+    start: tuple[float, float],
+    end: tuple[float, float],
+    colour: str = INK,
+    width: float = 1.0,
+) -> None:
     """An arrow from ``start`` to ``end``."""
-    ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "color": colour, "lw": width})
+    ax.annotate(
+        "", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "color": colour, "lw": width}
+    )

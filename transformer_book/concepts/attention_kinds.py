@@ -32,13 +32,15 @@ PAD = SPECIALS[0]
 
 
 def attention_kinds_masks(pads: int = 2) -> dict[str, tuple[Tensor, list[str], list[str]]]:
-    """The three masks of the running example: ``{kind: (mask, query words, key words)}``, ``True`` = may attend.
+    """The three masks of the running example: ``{kind: (mask, query words, key words)}``, ``True``
+    = may attend.
 
     The German sentence gets ``pads`` padding tokens at its end; the English one none.
 
     Shape:
         ``"self-attention"``: ``(S, S)``; ``"masked self-attention"``: ``(T, T)``;
-        ``"cross-attention"``: ``(T, S)``, with ``S`` = 6 German words + ``pads`` and ``T`` = 7 English words.
+        ``"cross-attention"``: ``(T, S)``, with ``S`` = 6 German words + ``pads`` and ``T`` = 7
+        English words.
     """
     if isinstance(pads, bool) or not isinstance(pads, int) or not 0 <= pads <= 4:
         raise ValueError(f"pads must be an int from 0 to 4, got {pads!r}")
@@ -55,21 +57,45 @@ def attention_kinds_masks(pads: int = 2) -> dict[str, tuple[Tensor, list[str], l
     }
 
 
-def _grid(ax: Axes, left: float, top: float, mask: Tensor, rows: list[str], cols: list[str],
-          row_ink: str, col_ink: str) -> float:  # fmt: skip
-    """Draw ``mask`` with its top-left corner at ``(left + LABEL_W, top)``; return the grid's bottom."""
+def _grid(
+    ax: Axes,
+    left: float,
+    top: float,
+    mask: Tensor,
+    rows: list[str],
+    cols: list[str],
+    row_ink: str,
+    col_ink: str,
+) -> float:
+    """Draw ``mask`` with its top-left corner at ``(left + LABEL_W, top)``; return the grid's
+    bottom.
+    """
     x0 = left + LABEL_W
     for i, word in enumerate(rows):
         y = top - (i + 1) * CELL
-        ax.text(x0 - 0.06, y + CELL / 2, word, ha="right", va="center", fontsize=SMALL, color=row_ink)
+        ax.text(
+            x0 - 0.06, y + CELL / 2, word, ha="right", va="center", fontsize=SMALL, color=row_ink
+        )
         for j in range(len(cols)):
             allowed = bool(mask[i, j])
             colour = COLOURS["attention"] if allowed else COLOURS["mask"]
-            ax.add_patch(Rectangle((x0 + j * CELL, y), CELL, CELL, facecolor=colour, edgecolor="white", lw=1.0))
+            ax.add_patch(
+                Rectangle(
+                    (x0 + j * CELL, y), CELL, CELL, facecolor=colour, edgecolor="white", lw=1.0
+                )
+            )
     bottom = top - len(rows) * CELL
     for j, word in enumerate(cols):
-        ax.text(x0 + (j + 0.5) * CELL, bottom - 0.06, word, ha="center", va="top", rotation=90,
-                fontsize=SMALL, color=col_ink)  # fmt: skip
+        ax.text(
+            x0 + (j + 0.5) * CELL,
+            bottom - 0.06,
+            word,
+            ha="center",
+            va="top",
+            rotation=90,
+            fontsize=SMALL,
+            color=col_ink,
+        )
     return bottom
 
 
@@ -89,17 +115,33 @@ def attention_kinds_figure(pads: int = 2) -> Figure:
     gap, top = 0.42, 3.0
     width = sum(widths) + gap * (len(panels) - 1) + 0.2
     longest = max(masks[kind][0].size(0) for kind, *_ in panels)
-    shape_y = top - longest * CELL - 0.8  # one line for the three shapes, under the longest column labels
+    # one line for the three shapes, under the longest column labels
+    shape_y = top - longest * CELL - 0.8
     legend_y = shape_y - 0.65
     fig, ax = canvas(width, top + 1.15 - legend_y)
     ax.set_position((0.0, 0.0, 1.0, 1.0))  # one data unit = one inch
     left = 0.1
-    symbols = {"self-attention": "S × S", "masked self-attention": "T × T", "cross-attention": "T × S"}
+    symbols = {
+        "self-attention": "S × S",
+        "masked self-attention": "T × T",
+        "cross-attention": "T × S",
+    }
     for (kind, where, inputs, row_ink, col_ink), panel_w in zip(panels, widths, strict=True):
         mask, rows, cols = masks[kind]
         centre = left + LABEL_W + mask.size(1) * CELL / 2
-        ax.text(centre, top + 0.62, kind, ha="center", va="bottom", fontsize=TITLE, color=INK, weight="bold")
-        ax.text(centre, top + 0.36, f"({where})", ha="center", va="bottom", fontsize=FONT, color=INK)
+        ax.text(
+            centre,
+            top + 0.62,
+            kind,
+            ha="center",
+            va="bottom",
+            fontsize=TITLE,
+            color=INK,
+            weight="bold",
+        )
+        ax.text(
+            centre, top + 0.36, f"({where})", ha="center", va="bottom", fontsize=FONT, color=INK
+        )
         ax.text(centre, top + 0.08, inputs, ha="center", va="bottom", fontsize=SMALL, color=INK)
         _grid(ax, left, top, mask, rows, cols, row_ink, col_ink)
         shape = f"{symbols[kind]} = {mask.size(0)} × {mask.size(1)}"
@@ -107,11 +149,28 @@ def attention_kinds_figure(pads: int = 2) -> Figure:
         left += panel_w + gap
     x = 0.1 + LABEL_W
     for kind, text in (("attention", "may attend"), ("mask", "masked: weight 0")):
-        ax.add_patch(Rectangle((x, legend_y), CELL, CELL, facecolor=COLOURS[kind], edgecolor=INK, lw=0.5))
-        ax.text(x + CELL + 0.1, legend_y + CELL / 2, text, ha="left", va="center", fontsize=SMALL, color=INK)
+        ax.add_patch(
+            Rectangle((x, legend_y), CELL, CELL, facecolor=COLOURS[kind], edgecolor=INK, lw=0.5)
+        )
+        ax.text(
+            x + CELL + 0.1,
+            legend_y + CELL / 2,
+            text,
+            ha="left",
+            va="center",
+            fontsize=SMALL,
+            color=INK,
+        )
         x += 2.3
-    ax.text(x, legend_y + CELL / 2, "rows: queries,  columns: keys", ha="left", va="center", fontsize=SMALL,
-            color=INK)  # fmt: skip
+    ax.text(
+        x,
+        legend_y + CELL / 2,
+        "rows: queries,  columns: keys",
+        ha="left",
+        va="center",
+        fontsize=SMALL,
+        color=INK,
+    )
     ax.set_xlim(0.0, width)
     ax.set_ylim(legend_y - 0.15, top + 1.0)
     return fig

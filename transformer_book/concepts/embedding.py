@@ -1,9 +1,10 @@
-"""Chapter 1's picture: a token embedding (词嵌入) is a table read by id, then scaled by sqrt(d_model).
+"""Chapter 1's picture: a token embedding (词嵌入) is a table read by id, then scaled by
+sqrt(d_model).
 
 The figure shows the running example of :mod:`~transformer_book.example`: the vocabulary of
-"Two dogs play in the grass." (special tokens first), the table ``E`` of ``V x d_model`` numbers that
-:class:`~transformer_lib.TokenEmbedding` starts from, and the sentence's seven rows after the scale.
-Every entry is a coloured square on one colour scale, so the scale shows as stronger colours.
+"Two dogs play in the grass." (special tokens first), the table ``E`` of ``V x d_model`` numbers
+that :class:`~transformer_lib.TokenEmbedding` starts from, and the sentence's seven rows after the
+scale. Every entry is a coloured square on one colour scale, so the scale shows as stronger colours.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ CELL = 0.5  # side of one entry's square, in data units
 
 
 def example_table(d_model: int = 8, seed: int = 0) -> Tensor:
-    """The running example's embedding table, as ``example.embed`` builds it (the global RNG is left alone).
+    """The running example's embedding table, as ``example.embed`` builds it (the global RNG is left
+    alone).
 
     Shape:
         ``(V, d_model)``, ``V = len(vocabulary(ENGLISH))``; row 0 (``<pad>``) is zero.
@@ -44,8 +46,16 @@ def _grid(ax, x: float, top: float, values: Tensor, colour, first_row: int = 0) 
     for r, row in enumerate(values.tolist()):
         for c, value in enumerate(row):
             y = top - (first_row + r + 1) * CELL
-            ax.add_patch(Rectangle((x + c * CELL, y), CELL, CELL, facecolor=colour(value), edgecolor=_style.INK,
-                                   linewidth=0.4))  # fmt: skip
+            ax.add_patch(
+                Rectangle(
+                    (x + c * CELL, y),
+                    CELL,
+                    CELL,
+                    facecolor=colour(value),
+                    edgecolor=_style.INK,
+                    linewidth=0.4,
+                )
+            )
 
 
 def token_embedding_figure(d_model: int = 8, seed: int = 0) -> Figure:
@@ -56,7 +66,9 @@ def token_embedding_figure(d_model: int = 8, seed: int = 0) -> Figure:
         right: the sentence's rows times ``sqrt(d_model)``, ``(T, d_model)``.
     """
     if isinstance(d_model, bool) or not isinstance(d_model, int) or not 2 <= d_model <= 12:
-        raise ValueError(f"d_model must be an int from 2 to 12 (the figure draws every entry), got {d_model!r}")
+        raise ValueError(
+            f"d_model must be an int from 2 to 12 (the figure draws every entry), got {d_model!r}"
+        )
     vocab = vocabulary(ENGLISH)
     ids = encode(ENGLISH, vocab)  # (T,)
     table = example_table(d_model, seed)  # (V, d_model)
@@ -64,7 +76,9 @@ def token_embedding_figure(d_model: int = 8, seed: int = 0) -> Figure:
     rows = table[ids] * scale  # (T, d_model): the sentence, as embed(positions=False) gives it
     first = int(ids.min())
     if ids.tolist() != list(range(first, first + len(ids))):
-        raise ValueError("the figure lines up each word with its row: the sentence's ids must be consecutive")
+        raise ValueError(
+            "the figure lines up each word with its row: the sentence's ids must be consecutive"
+        )
     limit = float(rows.abs().max())
     cmap = matplotlib.colormaps["RdBu"]
     norm = matplotlib.colors.Normalize(-limit, limit)
@@ -81,32 +95,92 @@ def token_embedding_figure(d_model: int = 8, seed: int = 0) -> Figure:
         if i in ids.tolist():
             _style.box(ax, 0.75, y, 1.3, CELL * 0.8, word, kind="token")
         else:
-            ax.text(0.75, y, word, ha="center", va="center", fontsize=_style.SMALL, color=_style.MUTED)
+            ax.text(
+                0.75, y, word, ha="center", va="center", fontsize=_style.SMALL, color=_style.MUTED
+            )
         ax.text(1.85, y, str(i), ha="center", va="center", fontsize=_style.FONT, color=_style.INK)
         _style.arrow(ax, (2.15, y), (2.75, y), colour=_style.MUTED, width=0.8)
-    ax.text(1.2, top + 0.35, "vocabulary\nword → id", ha="center", va="bottom", fontsize=_style.FONT, color=_style.INK)
+    ax.text(
+        1.2,
+        top + 0.35,
+        "vocabulary\nword → id",
+        ha="center",
+        va="bottom",
+        fontsize=_style.FONT,
+        color=_style.INK,
+    )
     # middle: the table E, one row per id
     x_table = 2.85
     _grid(ax, x_table, top, table, colour)
-    ax.add_patch(Rectangle((x_table, top - (first + len(ids)) * CELL), width, len(ids) * CELL, facecolor="none",
-                           edgecolor=_style.INK, linewidth=2.0))  # fmt: skip
-    ax.text(x_table + width / 2, top + 0.35, f"table E\nV × d_model = {len(vocab)} × {d_model}", ha="center",
-            va="bottom", fontsize=_style.FONT, color=_style.INK)  # fmt: skip
-    ax.text(x_table + width + 0.12, top - 0.5 * CELL, "← <pad>: zeros", ha="left", va="center",
-            fontsize=_style.SMALL, color=_style.MUTED)  # fmt: skip
-    ax.text(x_table + width / 2, top - len(vocab) * CELL - 0.2, "row i is the vector of id i", ha="center",
-            va="top", fontsize=_style.SMALL, color=_style.MUTED)  # fmt: skip
+    ax.add_patch(
+        Rectangle(
+            (x_table, top - (first + len(ids)) * CELL),
+            width,
+            len(ids) * CELL,
+            facecolor="none",
+            edgecolor=_style.INK,
+            linewidth=2.0,
+        )
+    )
+    ax.text(
+        x_table + width / 2,
+        top + 0.35,
+        f"table E\nV × d_model = {len(vocab)} × {d_model}",
+        ha="center",
+        va="bottom",
+        fontsize=_style.FONT,
+        color=_style.INK,
+    )
+    ax.text(
+        x_table + width + 0.12,
+        top - 0.5 * CELL,
+        "← <pad>: zeros",
+        ha="left",
+        va="center",
+        fontsize=_style.SMALL,
+        color=_style.MUTED,
+    )
+    ax.text(
+        x_table + width / 2,
+        top - len(vocab) * CELL - 0.2,
+        "row i is the vector of id i",
+        ha="center",
+        va="top",
+        fontsize=_style.SMALL,
+        color=_style.MUTED,
+    )
     # right: the rows the sentence reads, times sqrt(d_model)
     x_out = x_table + width + 2.6
     mid = top - (first + len(ids) / 2) * CELL
     _style.arrow(ax, (x_table + width + 0.15, mid), (x_out - 0.15, mid), width=1.4)
-    ax.text((x_table + width + x_out) / 2, mid + 0.15, f"× √d_model\n= × {scale:.2f}", ha="center", va="bottom",
-            fontsize=_style.FONT, color=_style.INK)  # fmt: skip
+    ax.text(
+        (x_table + width + x_out) / 2,
+        mid + 0.15,
+        f"× √d_model\n= × {scale:.2f}",
+        ha="center",
+        va="bottom",
+        fontsize=_style.FONT,
+        color=_style.INK,
+    )
     _grid(ax, x_out, top, rows, colour, first_row=first)
-    ax.text(x_out + width / 2, top - first * CELL + 0.35, f"the sentence\nT × d_model = {len(ids)} × {d_model}",
-            ha="center", va="bottom", fontsize=_style.FONT, color=_style.INK)  # fmt: skip
-    ax.text(x_out + width / 2, top - len(vocab) * CELL - 0.2, "one colour scale for both grids:\n"
-            "red below 0, blue above", ha="center", va="top", fontsize=_style.SMALL, color=_style.MUTED)  # fmt: skip
+    ax.text(
+        x_out + width / 2,
+        top - first * CELL + 0.35,
+        f"the sentence\nT × d_model = {len(ids)} × {d_model}",
+        ha="center",
+        va="bottom",
+        fontsize=_style.FONT,
+        color=_style.INK,
+    )
+    ax.text(
+        x_out + width / 2,
+        top - len(vocab) * CELL - 0.2,
+        "one colour scale for both grids:\nred below 0, blue above",
+        ha="center",
+        va="top",
+        fontsize=_style.SMALL,
+        color=_style.MUTED,
+    )
     ax.set_xlim(-0.1, x_out + width + 0.2)
     ax.set_ylim(top - len(vocab) * CELL - 1.0, top + 0.9)
     fig.tight_layout()

@@ -1,11 +1,12 @@
-"""Chapter 7's picture: one feed-forward network, the same two matrices, applied at every position on its own.
+"""Chapter 7's picture: one feed-forward network, the same two matrices, applied at every position
+on its own.
 
-The running example's seven positions (:func:`~transformer_book.example.embed`, ``d_model = 8``) stand side
-by side as columns. Each column goes up through the same ``W1, b1`` to ``d_ff = 32`` hidden numbers, through the
-ReLU, and through the same ``W2, b2`` back to ``d_model`` numbers. The colour of a cell is its value (blue
-positive, red negative, as in chapters 1 to 3; white exactly zero), so the hidden layer shows the zeros that the
-ReLU makes, and no arrow crosses from one position to another. The weights are :func:`example_weights`, the ones
-chapter 7 builds.
+The running example's seven positions (:func:`~transformer_book.example.embed`, ``d_model = 8``)
+stand side by side as columns. Each column goes up through the same ``W1, b1`` to ``d_ff = 32``
+hidden numbers, through the ReLU, and through the same ``W2, b2`` back to ``d_model`` numbers. The
+colour of a cell is its value (blue positive, red negative, as in chapters 1 to 3; white exactly
+zero), so the hidden layer shows the zeros that the ReLU makes, and no arrow crosses from one
+position to another. The weights are :func:`example_weights`, the ones chapter 7 builds.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ CELL_W = 0.34
 LEFT = 1.75  # room for the row labels
 
 
-def example_weights(d_model: int = 8, d_ff: int = 32, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def example_weights(
+    d_model: int = 8, d_ff: int = 32, seed: int = 0
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``W1, b1, W2, b2`` of a small random FFN, drawn right after ``torch.manual_seed(seed)``.
 
     Shape:
-        ``W1``: ``(d_model, d_ff)``; ``b1``: ``(d_ff,)``; ``W2``: ``(d_ff, d_model)``; ``b2``: ``(d_model,)``.
+        ``W1``: ``(d_model, d_ff)``; ``b1``: ``(d_ff,)``; ``W2``: ``(d_ff, d_model)``; ``b2``:
+        ``(d_model,)``.
     """
     torch.manual_seed(seed)
     w1 = torch.randn(d_model, d_ff) / d_model**0.5
@@ -44,13 +48,14 @@ def example_weights(d_model: int = 8, d_ff: int = 32, seed: int = 0) -> tuple[Te
 
 
 def _colour_scale(values: Tensor) -> Callable[[float], tuple[float, ...] | str]:
-    """Value -> colour: exactly zero is white; otherwise blue for positive and red for negative, never pale.
+    """Value -> colour: exactly zero is white; otherwise blue for positive and red for negative,
+    never pale.
 
-    The sides are those of the ``RdBu`` maps of chapters 1 to 3, so that a vector of the running example has the
-    same colours here as there.
+    The sides are those of the ``RdBu`` maps of chapters 1 to 3, so that a vector of the running
+    example has the same colours here as there.
 
-    The darkness grows with the size of the value, from a visible tint for the smallest to the full colour for
-    the largest absolute value in ``values``.
+    The darkness grows with the size of the value, from a visible tint for the smallest to the full
+    colour for the largest absolute value in ``values``.
     """
     top = float(values.abs().max())
     reds, blues = colormaps["Reds"], colormaps["Blues"]
@@ -64,26 +69,56 @@ def _colour_scale(values: Tensor) -> Callable[[float], tuple[float, ...] | str]:
     return colour
 
 
-def _column(ax: Axes, x: float, y: float, values: Tensor, cell_h: float,
-            colour: Callable[[float], tuple[float, ...] | str]) -> None:  # fmt: skip
-    """One vector as a column of cells from height ``y`` up, its first entry at the top; colour = value."""
+def _column(
+    ax: Axes,
+    x: float,
+    y: float,
+    values: Tensor,
+    cell_h: float,
+    colour: Callable[[float], tuple[float, ...] | str],
+) -> None:
+    """One vector as a column of cells from height ``y`` up, its first entry at the top; colour =
+    value.
+    """
     n = len(values)
     for i, v in enumerate(values.tolist()):
-        ax.add_patch(Rectangle((x - CELL_W / 2, y + (n - 1 - i) * cell_h), CELL_W, cell_h, facecolor=colour(v),
-                               edgecolor=INK, linewidth=0.4))  # fmt: skip
+        ax.add_patch(
+            Rectangle(
+                (x - CELL_W / 2, y + (n - 1 - i) * cell_h),
+                CELL_W,
+                cell_h,
+                facecolor=colour(v),
+                edgecolor=INK,
+                linewidth=0.4,
+            )
+        )
 
 
 def _band(ax: Axes, left: float, right: float, y: float, h: float) -> None:
     """The shared weights: one band behind every position's arrow."""
-    ax.add_patch(FancyBboxPatch((left, y), right - left, h, boxstyle="round,pad=0.02,rounding_size=0.08",
-                                facecolor=COLOURS["feedforward"], edgecolor=INK, linewidth=0.8, zorder=0))  # fmt: skip
+    ax.add_patch(
+        FancyBboxPatch(
+            (left, y),
+            right - left,
+            h,
+            boxstyle="round,pad=0.02,rounding_size=0.08",
+            facecolor=COLOURS["feedforward"],
+            edgecolor=INK,
+            linewidth=0.8,
+            zorder=0,
+        )
+    )
 
 
-def feed_forward_figure(sentence: str = ENGLISH, d_model: int = 8, d_ff: int = 32, seed: int = 0) -> Figure:
-    """The running example through one position-wise FFN: ``d_model -> d_ff -> d_model``, one column per position.
+def feed_forward_figure(
+    sentence: str = ENGLISH, d_model: int = 8, d_ff: int = 32, seed: int = 0
+) -> Figure:
+    """The running example through one position-wise FFN: ``d_model -> d_ff -> d_model``, one column
+    per position.
 
     Shape:
-        input ``(T, d_model)``, hidden ``(T, d_ff)``, output ``(T, d_model)``, ``T = len(words(sentence))``.
+        input ``(T, d_model)``, hidden ``(T, d_ff)``, output ``(T, d_model)``, ``T =
+        len(words(sentence))``.
     """
     x = embed(sentence, d_model=d_model, seed=seed)  # (T, d_model)
     w1, b1, w2, b2 = example_weights(d_model, d_ff, seed)
@@ -120,12 +155,32 @@ def feed_forward_figure(sentence: str = ENGLISH, d_model: int = 8, d_ff: int = 3
         "band2": "h_t W2 + b2",
         "output": f"output\nd_model = {d_model}",
     }
-    heights = {"input": d_model * small_h, "band1": band_h, "hidden": d_ff * big_h, "band2": band_h,
-               "output": d_model * small_h}  # fmt: skip
+    heights = {
+        "input": d_model * small_h,
+        "band1": band_h,
+        "hidden": d_ff * big_h,
+        "band2": band_h,
+        "output": d_model * small_h,
+    }
     for key, text in row_labels.items():
-        ax.text(LEFT - 0.15, rows[key] + heights[key] / 2, text, ha="right", va="center", fontsize=SMALL, color=INK)
-    ax.text((left + right) / 2, top + 0.2, "the same W1, b1, W2, b2 at every position", ha="center", va="bottom",
-            fontsize=TITLE, color=INK)  # fmt: skip
+        ax.text(
+            LEFT - 0.15,
+            rows[key] + heights[key] / 2,
+            text,
+            ha="right",
+            va="center",
+            fontsize=SMALL,
+            color=INK,
+        )
+    ax.text(
+        (left + right) / 2,
+        top + 0.2,
+        "the same W1, b1, W2, b2 at every position",
+        ha="center",
+        va="bottom",
+        fontsize=TITLE,
+        color=INK,
+    )
     ax.set_xlim(0, width + 0.1)
     ax.set_ylim(0, top + 0.75)
     fig.subplots_adjust(0, 0, 1, 1)

@@ -30,10 +30,12 @@ HEAD_MAPS = ("Oranges", "Blues")
 
 
 def example_projections(d_model: int = 8, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The chapter's four projection matrices ``W_Q, W_K, W_V, W_O``, drawn after ``torch.manual_seed(seed)``.
+    """The chapter's four projection matrices ``W_Q, W_K, W_V, W_O``, drawn after
+    ``torch.manual_seed(seed)``.
 
     Each is ``torch.randn(d_model, d_model) / sqrt(d_model)`` (one call for all four), applied as
-    ``x @ W``; the columns ``i * d_k .. (i + 1) * d_k - 1`` of ``W_Q``, ``W_K``, ``W_V`` belong to head ``i``.
+    ``x @ W``; the columns ``i * d_k .. (i + 1) * d_k - 1`` of ``W_Q``, ``W_K``, ``W_V`` belong to
+    head ``i``.
 
     Shape:
         four ``(d_model, d_model)`` tensors.
@@ -69,12 +71,13 @@ def _word_column(ax: plt.Axes, x: float, top: float, step: float, labels: list[s
 
 
 def heads_figure() -> Figure:
-    """The running example split across two heads: the words, each head's weights, the concatenation.
+    """The running example split across two heads: the words, each head's weights, the
+    concatenation.
 
     Left, the seven words (each an 8-number vector). Middle, the two heads' attention weights
     (rows: the word that asks, columns: the word it reads); each row's largest weight is printed in
-    its cell, without its leading zero. Right, the two heads' 4-wide outputs side by side, which ``W_O`` mixes back
-    into 8 features.
+    its cell, without its leading zero. Right, the two heads' 4-wide outputs side by side, which
+    ``W_O`` mixes back into 8 features.
     """
     labels = words(ENGLISH)
     weights = example_head_weights()  # (2, T, T)
@@ -93,44 +96,85 @@ def heads_figure() -> Figure:
     middle, header = (top + bottom) / 2, top + 0.38
     word_x = 0.42
     _word_column(bg, word_x, top - cell / 2, cell, labels)
-    bg.text(word_x, header, "7 words,\n8 features", ha="center", va="center", fontsize=SMALL, color=INK)
+    bg.text(
+        word_x, header, "7 words,\n8 features", ha="center", va="center", fontsize=SMALL, color=INK
+    )
     arrow(bg, (word_x + 0.45, middle), (1.42, middle))
-    bg.text(1.15, middle + 0.1, "q, k, v\n= x W", ha="center", va="bottom", fontsize=SMALL, color=INK)
+    bg.text(
+        1.15, middle + 0.1, "q, k, v\n= x W", ha="center", va="bottom", fontsize=SMALL, color=INK
+    )
 
     map_left = (1.98, 4.12)
     for h in range(heads):
         left = map_left[h]
-        ax = fig.add_axes((left / width, bottom / height, length * cell / width, length * cell / height))
+        ax = fig.add_axes(
+            (left / width, bottom / height, length * cell / width, length * cell / height)
+        )
         ax.imshow(weights[h].numpy(), cmap=HEAD_MAPS[h], vmin=0.0, vmax=0.7)
         for r, c in enumerate(weights[h].argmax(dim=-1).tolist()):  # each word's largest weight
             value = weights[h, r, c].item()
-            ax.text(c, r, f"{value:.2f}".removeprefix("0"), ha="center", va="center", fontsize=SMALL,
-                    color="white" if value > 0.3 else INK)  # fmt: skip
+            ax.text(
+                c,
+                r,
+                f"{value:.2f}".removeprefix("0"),
+                ha="center",
+                va="center",
+                fontsize=SMALL,
+                color="white" if value > 0.3 else INK,
+            )
         ax.set_xticks(range(length), labels, rotation=90, fontsize=SMALL)
         ax.set_yticks(range(length), labels if h == 0 else [], fontsize=SMALL)
         ax.tick_params(length=0, pad=2)
         for spine in ax.spines.values():
             spine.set_color(HEAD_COLOURS[h])
             spine.set_linewidth(2.0)
-        bg.text(left + length * cell / 2, header, f"head {h + 1}: features {4 * h}-{4 * h + 3}",
-                ha="center", va="center", fontsize=SMALL, color=INK)  # fmt: skip
+        bg.text(
+            left + length * cell / 2,
+            header,
+            f"head {h + 1}: features {4 * h}-{4 * h + 3}",
+            ha="center",
+            va="center",
+            fontsize=SMALL,
+            color=INK,
+        )
 
     # the concatenation: 7 rows x (4 + 4) features, each half coloured by its head, then W_O
     cat_left, cat_cell = 6.62, 0.14
     arrow(bg, (map_left[1] + length * cell + 0.06, middle), (cat_left - 0.06, middle))
     for r in range(length):
         for c in range(8):
-            bg.add_patch(Rectangle((cat_left + c * cat_cell, top - (r + 1) * cell), cat_cell, cell,
-                                   facecolor=HEAD_COLOURS[c // 4], edgecolor=INK, lw=0.5))  # fmt: skip
+            bg.add_patch(
+                Rectangle(
+                    (cat_left + c * cat_cell, top - (r + 1) * cell),
+                    cat_cell,
+                    cell,
+                    facecolor=HEAD_COLOURS[c // 4],
+                    edgecolor=INK,
+                    lw=0.5,
+                )
+            )
     cat_mid = cat_left + 4 * cat_cell
     bg.text(cat_mid, header, "side by side", ha="center", va="center", fontsize=SMALL, color=INK)
     arrow(bg, (cat_mid, bottom - 0.04), (cat_mid, bottom - 0.5))
     box(bg, cat_mid, bottom - 0.76, 1.0, 0.44, "× W_O", kind="attention", size=FONT)
-    bg.text((map_left[0] + map_left[1] + length * cell) / 2, 0.08,
-            "a row: how much one word reads from each word (sums to 1); the number: its largest weight",
-            ha="center", va="bottom", fontsize=SMALL, color=MUTED)  # fmt: skip
-    bg.text(width / 2, height - 0.05, "Two heads read the same sentence in two ways", ha="center", va="top",
-            fontsize=TITLE, color=INK)  # fmt: skip
+    bg.text(
+        (map_left[0] + map_left[1] + length * cell) / 2,
+        0.08,
+        "a row: how much one word reads from each word (sums to 1); the number: its largest weight",
+        ha="center",
+        va="bottom",
+        fontsize=SMALL,
+        color=MUTED,
+    )
+    bg.text(
+        width / 2,
+        height - 0.05,
+        "Two heads read the same sentence in two ways",
+        ha="center",
+        va="top",
+        fontsize=TITLE,
+        color=INK,
+    )
     return fig
 
 

@@ -1,13 +1,15 @@
-"""Chapter 6's picture: where the layer normalization sits on the residual path, Post-LN beside Pre-LN.
+"""Chapter 6's picture: where the layer normalization sits on the residual path, Post-LN beside
+Pre-LN.
 
-Each panel is one encoder layer, drawn from the bottom up: the residual stream (残差流) is the straight
-vertical line; each sub-layer (self-attention, then the feed-forward network) branches off it and adds its
-output back at a ``+``. In Post-LN (the paper) a LayerNorm sits *on* the stream after every addition; in
-Pre-LN the LayerNorm sits on the branch, before the sub-layer, so the stream carries nothing but additions,
-and the stack ends with one final LayerNorm.
+Each panel is one encoder layer, drawn from the bottom up: the residual stream (残差流) is the
+straight vertical line; each sub-layer (self-attention, then the feed-forward network) branches off
+it and adds its output back at a ``+``. In Post-LN (the paper) a LayerNorm sits *on* the stream
+after every addition; in Pre-LN the LayerNorm sits on the branch, before the sub-layer, so the
+stream carries nothing but additions, and the stack ends with one final LayerNorm.
 
-The order of the boxes is the order in which :class:`~transformer_lib.EncoderLayer` calls its modules
-(``norm_first=False`` or ``True``); the final norm is drawn where :class:`~transformer_lib.Encoder` has one.
+The order of the boxes is the order in which :class:`~transformer_lib.EncoderLayer` calls its
+modules (``norm_first=False`` or ``True``); the final norm is drawn where
+:class:`~transformer_lib.Encoder` has one.
 """
 
 from __future__ import annotations
@@ -35,12 +37,16 @@ def _plus(ax: Axes, x: float, y: float) -> None:
     ax.text(x, y - 0.01, "+", ha="center", va="center", fontsize=FONT + 2, color=INK, zorder=4)
 
 
-def _line(ax: Axes, xs: list[float], ys: list[float], width: float = 1.0, colour: str = INK) -> None:
+def _line(
+    ax: Axes, xs: list[float], ys: list[float], width: float = 1.0, colour: str = INK
+) -> None:
     ax.plot(xs, ys, color=colour, lw=width, solid_capstyle="butt", zorder=1)
 
 
 def _block(ax: Axes, x0: float, y: float, label: str, kind: str, norm_first: bool) -> float:
-    """One sub-layer with its residual connection and norm, from height ``y``; returns the block's top."""
+    """One sub-layer with its residual connection and norm, from height ``y``; returns the block's
+    top.
+    """
     bx = x0 + BRANCH_X
     top = y + BLOCK
     add_y = y + (2.55 if norm_first else 1.75)
@@ -70,19 +76,45 @@ def _block(ax: Axes, x0: float, y: float, label: str, kind: str, norm_first: boo
 
 
 def _panel(ax: Axes, x0: float, norm_first: bool) -> None:
-    """One arrangement: the input, one layer (two sub-layer blocks), the final norm where the stack has one."""
+    """One arrangement: the input, one layer (two sub-layer blocks), the final norm where the stack
+    has one.
+    """
     ax.text(x0, -0.2, "x", ha="center", va="top", fontsize=FONT, color=INK, style="italic")
     y = 0.0
     for label, kind in SUBLAYERS:
         y = _block(ax, x0, y, label, kind, norm_first)
-    frame = FancyBboxPatch((x0 - 1.35, 0.05), BRANCH_X + BOX_W / 2 + 1.6, y - 0.05,
-                           boxstyle="round,pad=0.02,rounding_size=0.2", facecolor="none",
-                           edgecolor=MUTED, linewidth=1.0, linestyle="--")  # fmt: skip
+    frame = FancyBboxPatch(
+        (x0 - 1.35, 0.05),
+        BRANCH_X + BOX_W / 2 + 1.6,
+        y - 0.05,
+        boxstyle="round,pad=0.02,rounding_size=0.2",
+        facecolor="none",
+        edgecolor=MUTED,
+        linewidth=1.0,
+        linestyle="--",
+    )
     ax.add_patch(frame)
-    ax.text(x0 + BRANCH_X + BOX_W / 2 + 0.1, y - 0.15, "N ×", ha="right", va="top", fontsize=FONT, color=INK,
-            fontweight="bold")  # fmt: skip
-    ax.text(x0 + 0.3, -0.2, "the residual stream (thick line)", ha="left", va="top", fontsize=SMALL, color=MUTED)
-    final = Encoder(LayerSpec(8, 2, 16, norm_first=norm_first), 1).norm is not None  # the library's stack
+    ax.text(
+        x0 + BRANCH_X + BOX_W / 2 + 0.1,
+        y - 0.15,
+        "N ×",
+        ha="right",
+        va="top",
+        fontsize=FONT,
+        color=INK,
+        fontweight="bold",
+    )
+    ax.text(
+        x0 + 0.3,
+        -0.2,
+        "the residual stream (thick line)",
+        ha="left",
+        va="top",
+        fontsize=SMALL,
+        color=MUTED,
+    )
+    # the library's stack
+    final = Encoder(LayerSpec(8, 2, 16, norm_first=norm_first), 1).norm is not None
     if final:
         arrow(ax, (x0, y), (x0, y + 0.75 - BOX_H / 2), width=2.2)
         box(ax, x0, y + 0.75, 2.6, BOX_H, "final LayerNorm", "norm")
@@ -91,11 +123,22 @@ def _panel(ax: Axes, x0: float, norm_first: bool) -> None:
         arrow(ax, (x0, y), (x0, y + 1.6), width=2.2)
     ax.text(x0, y + 1.7, "output", ha="center", va="bottom", fontsize=FONT, color=INK)
     title = "Pre-LN\nx + F(LN(x))" if norm_first else "Post-LN (the paper)\nLN(x + F(x))"
-    ax.text(x0 + 1.0, y + 2.45, title, ha="center", va="bottom", fontsize=TITLE, color=INK, fontweight="bold")
+    ax.text(
+        x0 + 1.0,
+        y + 2.45,
+        title,
+        ha="center",
+        va="bottom",
+        fontsize=TITLE,
+        color=INK,
+        fontweight="bold",
+    )
 
 
 def norm_placement_figure() -> Figure:
-    """Post-LN (left) and Pre-LN (right): one encoder layer each, the residual stream as the straight line."""
+    """Post-LN (left) and Pre-LN (right): one encoder layer each, the residual stream as the
+    straight line.
+    """
     fig, ax = canvas(7.9, 6.2)
     left, right = 1.4, 8.6
     _panel(ax, left, norm_first=False)

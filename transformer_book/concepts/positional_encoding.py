@@ -1,10 +1,11 @@
-"""Chapter 2's picture: the sinusoidal positional encoding (位置编码) as waves over the positions, and as a table.
+"""Chapter 2's picture: the sinusoidal positional encoding (位置编码) as waves over the positions,
+and as a table.
 
 Top, the sine columns of the table for the running example's width (``d_model = 8``): each is a wave
 over the positions, with its own wavelength, and the dots are the values at the integer positions,
-taken from :func:`~transformer_lib.sinusoidal_table`. Bottom, the table's rows for the seven positions
-of "Two dogs play in the grass.", with their values: row ``p`` is what chapter 2 adds to the vector of
-the word at position ``p``.
+taken from :func:`~transformer_lib.sinusoidal_table`. Bottom, the table's rows for the seven
+positions of "Two dogs play in the grass.", with their values: row ``p`` is what chapter 2 adds to
+the vector of the word at position ``p``.
 """
 
 from __future__ import annotations
@@ -35,22 +36,35 @@ def wavelengths(d_model: int) -> list[float]:
 
 
 def positional_encoding_figure(d_model: int = 8, span: int = 40) -> Figure:
-    """The sine columns as waves over ``0..span`` positions, and the table for the running example's positions.
+    """The sine columns as waves over ``0..span`` positions, and the table for the running example's
+    positions.
 
     Shape:
         top: one curve per pair (``d_model / 2`` curves), dots at the integer positions;
         bottom: the table ``(T, d_model)``, ``T = len(words(ENGLISH))``.
     """
-    if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model % 2 or not 2 <= d_model <= 12:
-        raise ValueError(f"d_model must be an even int from 2 to 12 (the figure prints every entry), got {d_model!r}")
+    if (
+        isinstance(d_model, bool)
+        or not isinstance(d_model, int)
+        or d_model % 2
+        or not 2 <= d_model <= 12
+    ):
+        raise ValueError(
+            "d_model must be an even int from 2 to 12 (the figure prints every entry), got "
+            f"{d_model!r}"
+        )
     sentence = words(ENGLISH)
     length = len(sentence)
     if isinstance(span, bool) or not isinstance(span, int) or span < length:
-        raise ValueError(f"span must be an int of at least the sentence's {length} positions, got {span!r}")
+        raise ValueError(
+            f"span must be an int of at least the sentence's {length} positions, got {span!r}"
+        )
     table = sinusoidal_table(span + 1, d_model)  # (span + 1, d_model): the dots
     ink = {"color": _style.INK, "fontsize": _style.SMALL}
 
-    fig, (waves, heat) = plt.subplots(2, 1, figsize=(8.0, 7.4), gridspec_kw={"height_ratios": [1.0, 1.15]})
+    fig, (waves, heat) = plt.subplots(
+        2, 1, figsize=(8.0, 7.4), gridspec_kw={"height_ratios": [1.0, 1.15]}
+    )
     fig.patch.set_facecolor("white")
     # top: the sine columns 0, 2, 4, ... over the positions
     smooth = torch.linspace(0, span, 400, dtype=torch.float64)
@@ -58,8 +72,13 @@ def positional_encoding_figure(d_model: int = 8, span: int = 40) -> Figure:
     waves.text(length / 2 - 0.5, 1.12, "our\nsentence", ha="center", va="bottom", **ink)
     for i, wavelength in enumerate(wavelengths(d_model)):
         colour = LINE_COLOURS[i % len(LINE_COLOURS)]
-        waves.plot(smooth.tolist(), torch.sin(2 * math.pi * smooth / wavelength).tolist(), color=colour, lw=1.6,
-                   label=f"column {2 * i}: wavelength {wavelength:,.1f}")  # fmt: skip
+        waves.plot(
+            smooth.tolist(),
+            torch.sin(2 * math.pi * smooth / wavelength).tolist(),
+            color=colour,
+            lw=1.6,
+            label=f"column {2 * i}: wavelength {wavelength:,.1f}",
+        )
         waves.plot(range(span + 1), table[:, 2 * i].tolist(), "o", color=colour, markersize=3.5)
     waves.set_xlim(-0.5, span + 0.5)
     waves.set_ylim(-1.15, 2.0)
@@ -69,21 +88,30 @@ def positional_encoding_figure(d_model: int = 8, span: int = 40) -> Figure:
     waves.tick_params(labelsize=_style.SMALL, colors=_style.INK)
     waves.axhline(0, color=_style.MUTED, lw=0.6)
     waves.legend(loc="upper right", fontsize=_style.SMALL, ncol=2, frameon=True, framealpha=0.95)
-    waves.set_title(f"the sine columns of the table, d_model = {d_model}: one wavelength each", fontsize=_style.FONT,
-                    color=_style.INK)  # fmt: skip
+    waves.set_title(
+        f"the sine columns of the table, d_model = {d_model}: one wavelength each",
+        fontsize=_style.FONT,
+        color=_style.INK,
+    )
     # bottom: the table for the sentence's positions, with its values
     rows = table[:length]  # (T, d_model)
     heat.imshow(rows.tolist(), cmap="RdBu", vmin=-1.6, vmax=1.6, aspect="auto")
     for p in range(length):
         for c in range(d_model):
             heat.text(c, p, f"{rows[p, c]:.2f}", ha="center", va="center", **ink)
-    heat.set_xticks(range(d_model), [f"{c}\n{'sin' if c % 2 == 0 else 'cos'}" for c in range(d_model)])
+    heat.set_xticks(
+        range(d_model), [f"{c}\n{'sin' if c % 2 == 0 else 'cos'}" for c in range(d_model)]
+    )
     heat.set_yticks(range(length), [f"{p}  {word}" for p, word in enumerate(sentence)])
     heat.tick_params(labelsize=_style.SMALL, colors=_style.INK, length=0)
     heat.set_xlabel("column (pair i = column // 2)", **ink)
     heat.set_ylabel("position p and its word", **ink)
-    heat.set_title(f"the table for our sentence: T × d_model = {length} × {d_model}, added to the word vectors",
-                   fontsize=_style.FONT, color=_style.INK)  # fmt: skip
+    heat.set_title(
+        f"the table for our sentence: T × d_model = {length} × {d_model}, "
+        "added to the word vectors",
+        fontsize=_style.FONT,
+        color=_style.INK,
+    )
     fig.tight_layout(h_pad=1.8)
     return fig
 

@@ -1,10 +1,10 @@
 """Chapter 9's concept picture: the learning-rate schedule and label smoothing, side by side.
 
-Left, the Noam schedule of the paper (Vaswani et al., 2017, section 5.3) for the base model: the rate
-rises linearly for ``warmup`` steps, peaks, then decays as ``1/sqrt(step)``. Every point is
-:func:`~transformer_lib.noam_rate`. Right, the target of one position with ``K`` classes: the one-hot
-target beside the label-smoothed one, ``(1 - eps) * onehot + eps / K`` (PyTorch's definition, the one
-``F.cross_entropy(label_smoothing=eps)`` uses).
+Left, the Noam schedule of the paper (Vaswani et al., 2017, section 5.3) for the base model: the
+rate rises linearly for ``warmup`` steps, peaks, then decays as ``1/sqrt(step)``. Every point is
+:func:`~transformer_lib.noam_rate`. Right, the target of one position with ``K`` classes: the
+one-hot target beside the label-smoothed one, ``(1 - eps) * onehot + eps / K`` (PyTorch's
+definition, the one ``F.cross_entropy(label_smoothing=eps)`` uses).
 """
 
 from __future__ import annotations
@@ -24,12 +24,16 @@ __all__ = ["FIGURES", "noam_curve", "smoothed_target", "training_figure"]
 def noam_curve(
     d_model: int = 512, warmup: int = 4000, last: int = 40_000, every: int = 50
 ) -> tuple[list[int], list[float]]:
-    """The optimizer steps ``1, every, 2 * every, ..., last`` (and ``warmup``) and the Noam rate at each."""
+    """The optimizer steps ``1, every, 2 * every, ..., last`` (and ``warmup``) and the Noam rate at
+    each.
+    """
     steps = sorted({1, warmup, *range(every, last + 1, every)})
     return steps, [noam_rate(s, d_model, warmup) for s in steps]
 
 
-def smoothed_target(num_classes: int = 5, correct: int = 2, eps: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+def smoothed_target(
+    num_classes: int = 5, correct: int = 2, eps: float = 0.1
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The one-hot target of class ``correct`` and its label-smoothed version.
 
     Shape:
@@ -89,7 +93,9 @@ def _smoothing(ax: Axes, num_classes: int, correct: int, eps: float) -> None:
     one_hot, smooth = smoothed_target(num_classes, correct, eps)
     width = 0.38
     left = [k - width / 2 for k in range(num_classes)]
-    ax.bar(left, one_hot.tolist(), width, color=COLOURS["mask"], edgecolor=INK, lw=0.7, label="one-hot")
+    ax.bar(
+        left, one_hot.tolist(), width, color=COLOURS["mask"], edgecolor=INK, lw=0.7, label="one-hot"
+    )
     ax.bar(
         [k + width / 2 for k in range(num_classes)],
         smooth.tolist(),
@@ -134,10 +140,14 @@ def _smoothing(ax: Axes, num_classes: int, correct: int, eps: float) -> None:
 def training_figure(
     d_model: int = 512, warmup: int = 4000, num_classes: int = 5, correct: int = 2, eps: float = 0.1
 ) -> Figure:
-    """Left: the Noam learning rate against the optimizer step. Right: a one-hot and a smoothed target."""
+    """Left: the Noam learning rate against the optimizer step. Right: a one-hot and a smoothed
+    target.
+    """
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(MAX_WIDTH - 0.2, 3.4), gridspec_kw={"width_ratios": [1.3, 1.0]})
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(MAX_WIDTH - 0.2, 3.4), gridspec_kw={"width_ratios": [1.3, 1.0]}
+    )
     fig.patch.set_facecolor("white")
     _schedule(left, d_model, warmup)
     _smoothing(right, num_classes, correct, eps)

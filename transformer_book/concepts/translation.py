@@ -29,13 +29,17 @@ def _stage(ax: Axes, x: float, y: float, name: str, detail: str, kind: str) -> N
     """A box with the stage's name in the upper half and one or two lines of detail below it."""
     box(ax, x, y, BOX_W, BOX_H, kind=kind)
     ax.text(x, y + 0.2, name, ha="center", va="center", fontsize=FONT, color=INK, fontweight="bold")
-    ax.text(x, y - 0.17, detail, ha="center", va="center", fontsize=SMALL, color=INK, linespacing=1.1)
+    ax.text(
+        x, y - 0.17, detail, ha="center", va="center", fontsize=SMALL, color=INK, linespacing=1.1
+    )
 
 
 def _sentence(ax: Axes, x: float, y: float, heading: str, text: str) -> None:
     """A sentence of the running example on two balanced lines, with a heading above its box."""
     words = text.split()
-    cut = min(range(1, len(words)), key=lambda i: abs(len(" ".join(words[:i])) - len(" ".join(words[i:]))))
+    cut = min(
+        range(1, len(words)), key=lambda i: abs(len(" ".join(words[:i])) - len(" ".join(words[i:])))
+    )
     lines = " ".join(words[:cut]) + "\n" + " ".join(words[cut:])
     box(ax, x, y, BOX_W, BOX_H, lines, kind="token", size=SMALL)
     ax.text(x, y + BOX_H / 2 + 0.08, heading, ha="center", va="bottom", fontsize=SMALL, color=MUTED)
@@ -63,8 +67,15 @@ def pipeline_figure() -> Figure:
         arrow(ax, (left + BOX_W / 2, TOP), (right - BOX_W / 2, TOP))
     # the encoder's memory goes down to the decoder's cross-attention
     arrow(ax, (x4, TOP - BOX_H / 2), (x4, BOTTOM + BOX_H / 2))
-    ax.text(x4 - 0.1, (TOP + BOTTOM) / 2, f"memory\n(1, S, {profile.model.d_model})", ha="right", va="center",
-            fontsize=SMALL, color=INK)  # fmt: skip
+    ax.text(
+        x4 - 0.1,
+        (TOP + BOTTOM) / 2,
+        f"memory\n(1, S, {profile.model.d_model})",
+        ha="right",
+        va="center",
+        fontsize=SMALL,
+        color=INK,
+    )
     # the target side, right to left
     _stage(ax, x4, BOTTOM, "decoder", "greedy or\nbeam search", "attention")
     _stage(ax, x3, BOTTOM, "English", "ids decoded\nto words", "add")
@@ -74,9 +85,17 @@ def pipeline_figure() -> Figure:
         arrow(ax, (right - BOX_W / 2, BOTTOM), (left + BOX_W / 2, BOTTOM))
     arrow(ax, (x1 + BOX_W / 2, BOTTOM), (x2 - BOX_W / 2, BOTTOM))
     # the decoder feeds each token it writes back in as its next input
-    ax.annotate("", xy=(x4 + BOX_W / 2, BOTTOM + 0.25), xytext=(x4 + BOX_W / 2, BOTTOM - 0.25),
-                arrowprops={"arrowstyle": "-|>", "color": INK, "lw": 1.0,
-                            "connectionstyle": "arc3,rad=1.6"})  # fmt: skip
+    ax.annotate(
+        "",
+        xy=(x4 + BOX_W / 2, BOTTOM + 0.25),
+        xytext=(x4 + BOX_W / 2, BOTTOM - 0.25),
+        arrowprops={
+            "arrowstyle": "-|>",
+            "color": INK,
+            "lw": 1.0,
+            "connectionstyle": "arc3,rad=1.6",
+        },
+    )
     layers, beam = profile.model.num_decoder_layers, profile.decode.beam_size
     note = f"{layers} layers, beam width {beam};\nwrites one token at a time"
     ax.text(x4, BOTTOM - BOX_H / 2 - 0.1, note, ha="center", va="top", fontsize=SMALL, color=MUTED)

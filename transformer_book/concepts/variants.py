@@ -3,9 +3,9 @@
 The layer is drawn from the bottom up as :class:`~transformer_lib.EncoderLayer` runs it with
 ``norm_first=True`` (Pre-LN, the copy and translation models' layout): the embeddings with their
 positions, then two sub-layers (self-attention, feed-forward), each behind a norm on its branch and
-added back to the residual stream (残差流), then the stack's final norm. A label beside each box names the
-:class:`~transformer_lib.TransformerConfig` field that changes it, with the values the field accepts
-(read from the library, the paper's default first) and what the variant does there.
+added back to the residual stream (残差流), then the stack's final norm. A label beside each box
+names the :class:`~transformer_lib.TransformerConfig` field that changes it, with the values the
+field accepts (read from the library, the paper's default first) and what the variant does there.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ._style import FONT, INK, MUTED, SMALL, arrow, box, canvas
 __all__ = ["FIGURES", "SWITCHES", "switch_values", "variants_figure"]
 
 SWITCHES = ("positional", "norm", "norm_first", "activation", "num_kv_heads")
-"""The variant fields of :class:`~transformer_lib.TransformerConfig`, in the order the figure labels them."""
+"""The variant fields of :class:`~transformer_lib.TransformerConfig`, in the figure's order."""
 
 STREAM_X, BRANCH_X = 1.0, 2.75  # the residual stream and the sub-layer branch
 BOX_W, BOX_H, NORM_W = 2.0, 0.55, 1.4
@@ -51,25 +51,53 @@ def switch_values(name: str) -> list[str]:
 
 
 def _label(ax: Axes, y: float, name: str, what: str, anchor: tuple[float, float]) -> None:
-    """A switch: its name, its values (the paper's first), and what it changes; a dotted line to ``anchor``."""
+    """A switch: its name, its values (the paper's first), and what it changes; a dotted line to
+    ``anchor``.
+    """
     values = switch_values(name)
-    ax.text(LABEL_X, y + 0.32, name, ha="left", va="bottom", fontsize=FONT, color=INK, fontweight="bold")
-    ax.text(LABEL_X, y + 0.3, f"{values[0]} (paper) | " + " | ".join(values[1:]), ha="left", va="top",
-            fontsize=SMALL, color=INK)  # fmt: skip
-    ax.text(LABEL_X, y + 0.06, what, ha="left", va="top", fontsize=SMALL, color=MUTED, linespacing=1.2)
-    ax.plot([anchor[0] + 0.05, LABEL_X - 0.1], [anchor[1], y + 0.3], color=MUTED, lw=0.9, linestyle=":", zorder=0)
+    ax.text(
+        LABEL_X, y + 0.32, name, ha="left", va="bottom", fontsize=FONT, color=INK, fontweight="bold"
+    )
+    ax.text(
+        LABEL_X,
+        y + 0.3,
+        f"{values[0]} (paper) | " + " | ".join(values[1:]),
+        ha="left",
+        va="top",
+        fontsize=SMALL,
+        color=INK,
+    )
+    ax.text(
+        LABEL_X, y + 0.06, what, ha="left", va="top", fontsize=SMALL, color=MUTED, linespacing=1.2
+    )
+    ax.plot(
+        [anchor[0] + 0.05, LABEL_X - 0.1],
+        [anchor[1], y + 0.3],
+        color=MUTED,
+        lw=0.9,
+        linestyle=":",
+        zorder=0,
+    )
 
 
 def _plus(ax: Axes, y: float) -> None:
     """The residual addition: a circled ``+`` on the stream."""
-    ax.add_patch(Circle((STREAM_X, y), 0.2, facecolor="white", edgecolor=INK, linewidth=1.1, zorder=3))
-    ax.text(STREAM_X, y - 0.01, "+", ha="center", va="center", fontsize=FONT + 1, color=INK, zorder=4)
+    ax.add_patch(
+        Circle((STREAM_X, y), 0.2, facecolor="white", edgecolor=INK, linewidth=1.1, zorder=3)
+    )
+    ax.text(
+        STREAM_X, y - 0.01, "+", ha="center", va="center", fontsize=FONT + 1, color=INK, zorder=4
+    )
 
 
 def _sublayer(ax: Axes, y: float, label: str, kind: str) -> tuple[float, float, float]:
-    """A norm, then the sub-layer, on the branch from height ``y``; returns (norm y, sub-layer y, top)."""
+    """A norm, then the sub-layer, on the branch from height ``y``; returns (norm y, sub-layer y,
+    top).
+    """
     norm_y, sub_y, add_y = y + 0.75, y + 1.6, y + 2.25
-    ax.plot([STREAM_X, BRANCH_X, BRANCH_X], [y + 0.2, y + 0.2, norm_y - BOX_H / 2], color=INK, lw=1.0)
+    ax.plot(
+        [STREAM_X, BRANCH_X, BRANCH_X], [y + 0.2, y + 0.2, norm_y - BOX_H / 2], color=INK, lw=1.0
+    )
     box(ax, BRANCH_X, norm_y, NORM_W, BOX_H, "norm", "norm")
     arrow(ax, (BRANCH_X, norm_y + BOX_H / 2), (BRANCH_X, sub_y - BOX_H / 2))
     box(ax, BRANCH_X, sub_y, BOX_W, BOX_H, label, kind)
@@ -90,9 +118,16 @@ def variants_figure() -> Figure:
     norm1, attention, top = _sublayer(ax, bottom, "self-attention", "attention")
     ax.plot([STREAM_X, STREAM_X], [top - BLOCK + 2.45, top], color=INK, lw=2.2)
     norm2, feed_forward, top = _sublayer(ax, top, "feed-forward", "feedforward")
-    frame = FancyBboxPatch((0.1, bottom - 0.05), BRANCH_X + BOX_W / 2 + 0.1, top - bottom + 0.05,
-                           boxstyle="round,pad=0.02,rounding_size=0.15", facecolor="none", edgecolor=MUTED,
-                           linewidth=1.0, linestyle="--")  # fmt: skip
+    frame = FancyBboxPatch(
+        (0.1, bottom - 0.05),
+        BRANCH_X + BOX_W / 2 + 0.1,
+        top - bottom + 0.05,
+        boxstyle="round,pad=0.02,rounding_size=0.15",
+        facecolor="none",
+        edgecolor=MUTED,
+        linewidth=1.0,
+        linestyle="--",
+    )
     ax.add_patch(frame)
     ax.text(0.2, top - 0.1, "N ×", ha="left", va="top", fontsize=FONT, color=INK, fontweight="bold")
     ax.plot([STREAM_X, STREAM_X], [top - BLOCK + 2.45, top], color=INK, lw=2.2)
@@ -106,7 +141,8 @@ def variants_figure() -> Figure:
         (
             0.35,
             "positional",
-            "learned: a trained table added here; rope: nothing\nadded, q and k rotated in self-attention",
+            "learned: a trained table added here; rope: nothing\nadded, q and k rotated in "
+            "self-attention",
             (STREAM_X + 0.9, 0.5),
         ),
         (
@@ -118,7 +154,8 @@ def variants_figure() -> Figure:
         (
             2.9,
             "num_kv_heads",
-            "fewer key/value heads, each shared by a\ngroup of query heads (grouped-query attention)",
+            "fewer key/value heads, each shared by a\ngroup of query heads (grouped-query "
+            "attention)",
             (edge, attention),
         ),
         (4.15, "norm", "rmsnorm: no mean subtracted, no bias", (BRANCH_X + NORM_W / 2, norm2)),

@@ -3,10 +3,10 @@
 **Nothing in this module is meant to be used.** Each function or class reproduces, in a few lines
 written for this book, one error found in the five source documents the book was written from
 (the introduction names them) or in the best-known walk-through of the paper, *The Annotated
-Transformer* (Harvard NLP). The errata chapter (``chapters/14_errata.ipynb``) and ``tests/test_errata.py`` run
-each one through a check of :mod:`transformer_book.checks`: the wrong version fails the check,
-the library passes it. Keeping the wrong versions here, in one place, means that the chapter and
-the test exercise exactly the same code.
+Transformer* (Harvard NLP). The errata chapter (``chapters/14_errata.ipynb``) and
+``tests/test_errata.py`` run each one through a check of :mod:`transformer_book.checks`: the wrong
+version fails the check, the library passes it. Keeping the wrong versions here, in one place, means
+that the chapter and the test exercise exactly the same code.
 
 Every name that computes something wrong says so in its docstring, which starts with ``WRONG``.
 Two helpers (:func:`~.library_vocabulary`, :func:`~.library_training_setup`) are
@@ -14,7 +14,8 @@ correct: they let the same checks run on the library's real pipeline.
 
 The twelve errors of the source documents are in :mod:`.sources`, the seven traps of *The
 Annotated Transformer* in :mod:`.annotated`; every name is importable from here
-(``errata.constant_positional_table``). Part of the book's harness: nothing in the library imports it.
+(``errata.constant_positional_table``). Part of the book's harness: nothing in the library imports
+it.
 """
 
 from __future__ import annotations
@@ -52,11 +53,22 @@ from .sources import (
     rnn_step,
 )
 
-# The items of the errata chapter: (key, where the error comes from, what it gets wrong, the check that catches it).
+# The items of the errata chapter: (key, where the error comes from, what it gets wrong, the check
+# that catches it).
 # The sources are named as in the book: "source 000" to "source 004" and "Annotated Transformer".
 ITEMS: tuple[tuple[str, str, str, str], ...] = (
-    ("1", "source 001", "positional encoding is the same vector at every position", "check_positions_distinct"),
-    ("2", "source 001", "positional encoding replaces the input instead of adding to it", "check_depends_on_input"),
+    (
+        "1",
+        "source 001",
+        "positional encoding is the same vector at every position",
+        "check_positions_distinct",
+    ),
+    (
+        "2",
+        "source 001",
+        "positional encoding replaces the input instead of adding to it",
+        "check_depends_on_input",
+    ),
     (
         "3",
         "source 001",
@@ -69,12 +81,37 @@ ITEMS: tuple[tuple[str, str, str, str], ...] = (
         "cross-attention: 'Q and K from the decoder, V from the encoder'",
         "check_cross_attention_lengths",
     ),
-    ("5", "source 001", "no masks: the decoder sees the future, padding is attended", "check_causal"),
-    ("6", "source 001", "decoder ends in softmax(Linear(d_model, d_model))", "check_outputs_are_logits"),
-    ("7", "source 001", "num_heads=6 with d_model=512: heads concatenate to 510", "check_heads_concatenate_to_d_model"),
+    (
+        "5",
+        "source 001",
+        "no masks: the decoder sees the future, padding is attended",
+        "check_causal",
+    ),
+    (
+        "6",
+        "source 001",
+        "decoder ends in softmax(Linear(d_model, d_model))",
+        "check_outputs_are_logits",
+    ),
+    (
+        "7",
+        "source 001",
+        "num_heads=6 with d_model=512: heads concatenate to 510",
+        "check_heads_concatenate_to_d_model",
+    ),
     ("8", "source 001", "sine and cosine 'cover [0, 1]'", "check_values_in_range"),
-    ("9", "source 004", "feed-forward sub-layer without residual connection and norm", "check_norm_placement"),
-    ("10", "source 004", "the paper 'clipped at 1.0, used 4096-token batches, attention dropout'", "check_settings"),
+    (
+        "9",
+        "source 004",
+        "feed-forward sub-layer without residual connection and norm",
+        "check_norm_placement",
+    ),
+    (
+        "10",
+        "source 004",
+        "the paper 'clipped at 1.0, used 4096-token batches, attention dropout'",
+        "check_settings",
+    ),
     (
         "11",
         "source 000",
@@ -82,7 +119,12 @@ ITEMS: tuple[tuple[str, str, str, str], ...] = (
         "check_buffer_follows_module",
     ),
     ("12", "source 003", "one RNN step costs O(n) in the hidden size n", "check_cost_exponent"),
-    ("AT-1", "Annotated Transformer", "Post-LN in the text, Pre-LN in the code", "check_norm_placement"),
+    (
+        "AT-1",
+        "Annotated Transformer",
+        "Post-LN in the text, Pre-LN in the code",
+        "check_norm_placement",
+    ),
     (
         "AT-2",
         "Annotated Transformer",
@@ -95,15 +137,30 @@ ITEMS: tuple[tuple[str, str, str, str], ...] = (
         "label smoothing on log(probabilities) gives inf",
         "check_finite_label_smoothing_loss",
     ),
-    ("AT-4", "Annotated Transformer", "masks filled with -1e9 overflow in float16", "check_mask_fp16_safe"),
-    ("AT-5", "Annotated Transformer", "vocabulary built from train + validation + test", "check_vocab_ignores_split"),
+    (
+        "AT-4",
+        "Annotated Transformer",
+        "masks filled with -1e9 overflow in float16",
+        "check_mask_fp16_safe",
+    ),
+    (
+        "AT-5",
+        "Annotated Transformer",
+        "vocabulary built from train + validation + test",
+        "check_vocab_ignores_split",
+    ),
     (
         "AT-6",
         "Annotated Transformer",
         "scheduler stepped per micro-batch under gradient accumulation",
         "check_lr_per_optimizer_step",
     ),
-    ("AT-7", "Annotated Transformer", "dataset download from a fixed URL, unverified", "check_fails_clearly"),
+    (
+        "AT-7",
+        "Annotated Transformer",
+        "dataset download from a fixed URL, unverified",
+        "check_fails_clearly",
+    ),
 )
 
 __all__ = [

@@ -32,7 +32,8 @@ from transformer_tasks.translation import prepare_translation_data, translation_
 # Annotated Transformer 1. Post-LN in the text, Pre-LN in the code
 # ---------------------------------------------------------------------------------------------
 class EncoderLayerTextSaysPostLN(nn.Module):
-    """WRONG: described as Post-LN, ``LN(x + Sublayer(x))`` (``norm_first = False``), computed as Pre-LN.
+    """WRONG: described as Post-LN, ``LN(x + Sublayer(x))`` (``norm_first = False``), computed as
+    Pre-LN.
 
     The code computes ``x + Sublayer(LN(x))`` for both sub-layers. Pre-LN is a fine choice (it
     trains more easily); the error is that the text and the code disagree, so readers who follow
@@ -63,7 +64,8 @@ class EncoderLayerTextSaysPostLN(nn.Module):
 # Annotated Transformer 2. LayerNorm with the unbiased std and eps outside the square root
 # ---------------------------------------------------------------------------------------------
 class LayerNormUnbiasedStd(nn.Module):
-    """WRONG: ``weight * (x - mean) / (std + eps) + bias`` with ``std = x.std(-1)`` (unbiased, ``d - 1``).
+    """WRONG: ``weight * (x - mean) / (std + eps) + bias`` with ``std = x.std(-1)`` (unbiased, ``d -
+    1``).
 
     A different function from ``nn.LayerNorm``, which divides by ``sqrt(var + eps)`` with the
     biased variance (divide by ``d``). Correct: :class:`~.LayerNorm`.
@@ -82,13 +84,16 @@ class LayerNormUnbiasedStd(nn.Module):
         """Normalise (the other way)."""
         mean = x.mean(-1, keepdim=True)
         std = x.std(-1, keepdim=True)  # WRONG: unbiased by default
-        return self.weight * (x - mean) / (std + self.eps) + self.bias  # WRONG: eps outside the root
+        # WRONG: eps outside the root
+        return self.weight * (x - mean) / (std + self.eps) + self.bias
 
 
 # ---------------------------------------------------------------------------------------------
 # Annotated Transformer 3. Label smoothing on log(probabilities)
 # ---------------------------------------------------------------------------------------------
-def smoothed_loss_from_probabilities(logits: Tensor, target: Tensor, smoothing: float = 0.1) -> Tensor:
+def smoothed_loss_from_probabilities(
+    logits: Tensor, target: Tensor, smoothing: float = 0.1
+) -> Tensor:
     """WRONG: label-smoothed cross-entropy computed as ``-(q * log(softmax(logits))).sum()``.
 
     Mathematically the same as ``F.cross_entropy(logits, target, label_smoothing=smoothing)`` (the
@@ -109,14 +114,17 @@ def smoothed_loss_from_probabilities(logits: Tensor, target: Tensor, smoothing: 
 # ---------------------------------------------------------------------------------------------
 # Annotated Transformer 4. Masks filled with -1e9
 # ---------------------------------------------------------------------------------------------
-def attention_masked_with_minus_1e9(query: Tensor, key: Tensor, value: Tensor, mask: Tensor) -> Tensor:
+def attention_masked_with_minus_1e9(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor
+) -> Tensor:
     """WRONG: ``scores.masked_fill(mask == 0, -1e9)``. In float16 the largest number is 65504.
 
     Correct: a boolean mask given to ``F.scaled_dot_product_attention``, or the dtype's own most
     negative number (``torch.finfo(dtype).min``), as :func:`~.scaled_dot_product_attention` does.
 
     Shape:
-        query, key, value: ``(B, H, T, d)``; mask: bool broadcasting to ``(B, H, T, T)``; output: ``(B, H, T, d)``.
+        query, key, value: ``(B, H, T, d)``; mask: bool broadcasting to ``(B, H, T, T)``; output:
+        ``(B, H, T, d)``.
     """
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, T_q, T_k)
     scores = scores.masked_fill(mask == 0, -1e9)  # WRONG: -1e9 does not fit in float16
@@ -131,27 +139,44 @@ def toy_corpus() -> dict[str, list[tuple[str, str]]]:
 
     The test split has two sentences whose words occur nowhere else.
     """
-    people = [("ein Mann", "a man"), ("eine Frau", "a woman"), ("ein Kind", "a child"), ("ein Hund", "a dog")]
+    people = [
+        ("ein Mann", "a man"),
+        ("eine Frau", "a woman"),
+        ("ein Kind", "a child"),
+        ("ein Hund", "a dog"),
+    ]
     actions = [("läuft", "runs"), ("schläft", "sleeps"), ("spielt", "plays"), ("springt", "jumps")]
-    places = [("im Park", "in the park"), ("am Strand", "on the beach"), ("auf der Straße", "on the street")]
+    places = [
+        ("im Park", "in the park"),
+        ("am Strand", "on the beach"),
+        ("auf der Straße", "on the street"),
+    ]
     pairs = [
         (f"{p} {a} {w}.", f"{p_en} {a_en} {w_en}.")
         for (p, p_en), (a, a_en), (w, w_en) in itertools.product(people, actions, places)
     ]
-    test = [("Ein Zebra galoppiert.", "A zebra gallops."), ("Zwei Zebras grasen.", "Two zebras graze.")]
+    test = [
+        ("Ein Zebra galoppiert.", "A zebra gallops."),
+        ("Zwei Zebras grasen.", "Two zebras graze."),
+    ]
     return {"train": pairs[:40], "val": pairs[40:], "test_2016_flickr": test}
 
 
-def vocabulary_from_all_splits(data: dict[str, list[tuple[str, str]]], vocab_size: int = 300) -> dict[str, int]:
+def vocabulary_from_all_splits(
+    data: dict[str, list[tuple[str, str]]], vocab_size: int = 300
+) -> dict[str, int]:
     """WRONG: learns the vocabulary from every split of ``data`` (train, validation **and test**).
 
     Correct: the training split only (``train_translation_tokenizer(data["train"])``).
     """
-    sentences = [sentence for pairs in data.values() for pair in pairs for sentence in pair]  # WRONG
+    # WRONG
+    sentences = [sentence for pairs in data.values() for pair in pairs for sentence in pair]
     return train_bpe_tokenizer(sentences, vocab_size=vocab_size).tokenizer.get_vocab()
 
 
-def library_vocabulary(data: dict[str, list[tuple[str, str]]], vocab_size: int = 300) -> dict[str, int]:
+def library_vocabulary(
+    data: dict[str, list[tuple[str, str]]], vocab_size: int = 300
+) -> dict[str, int]:
     """The vocabulary that the library's translation pipeline builds from ``data`` (correct).
 
     Runs the pipeline's first step, :func:`~.prepare_translation_data`,

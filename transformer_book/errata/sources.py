@@ -38,7 +38,8 @@ def constant_positional_table(max_len: int, d_model: int) -> Tensor:
     """
     position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
     column = torch.arange(d_model)[None, :]  # (1, d_model)
-    angle = (position / 1e4) ** torch.div(column, d_model, rounding_mode="floor")  # WRONG: exponent 0 everywhere
+    # WRONG: exponent 0 everywhere
+    angle = (position / 1e4) ** torch.div(column, d_model, rounding_mode="floor")
     return torch.where(column % 2 == 0, -torch.sin(angle), torch.cos(angle))  # (max_len, d_model)
 
 
@@ -55,11 +56,15 @@ class EncoderReplacingInput(nn.Module):
         src: ``(B, S)`` ids; output: ``(B, S, d_model)``.
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 16, num_heads: int = 2, d_ff: int = 32) -> None:
+    def __init__(
+        self, vocab_size: int, d_model: int = 16, num_heads: int = 2, d_ff: int = 32
+    ) -> None:
         super().__init__()
         self.embed = TokenEmbedding(vocab_size, d_model)
         self.register_buffer("table", sinusoidal_table(64, d_model), persistent=False)
-        self.layers = nn.ModuleList(EncoderLayer(LayerSpec(d_model, num_heads, d_ff, dropout=0.0)) for _ in range(2))
+        self.layers = nn.ModuleList(
+            EncoderLayer(LayerSpec(d_model, num_heads, d_ff, dropout=0.0)) for _ in range(2)
+        )
 
     def forward(self, src: Tensor) -> Tensor:
         """Encode ``src`` (wrongly)."""
@@ -74,7 +79,8 @@ class EncoderReplacingInput(nn.Module):
 # 3, 4. Cross-attention with Q, K, V taken from the wrong places
 # ---------------------------------------------------------------------------------------------
 class BareAttention(nn.Module):
-    """One attention head with its own Q/K/V projections, computed with ``torch.bmm`` (correct in itself).
+    """One attention head with its own Q/K/V projections, computed with ``torch.bmm`` (correct in
+    itself).
 
     Shape:
         query: ``(B, T_q, d_model)``; key: ``(B, T_k, d_model)``; value: ``(B, T_v, d_model)``
@@ -95,10 +101,14 @@ class BareAttention(nn.Module):
         return torch.bmm(scores.softmax(dim=-1), v)  # (B, T_q, d_head); needs T_k == T_v
 
 
-def cross_attention_query_from_memory(attention: BareAttention, x: Tensor, memory: Tensor) -> Tensor:
-    """WRONG (source 001): ``x + attention(memory, memory, x)``: Q and K from the encoder, V from the decoder.
+def cross_attention_query_from_memory(
+    attention: BareAttention, x: Tensor, memory: Tensor
+) -> Tensor:
+    """WRONG (source 001): ``x + attention(memory, memory, x)``: Q and K from the encoder, V from
+    the decoder.
 
-    Runs only when source and target have the same length. Correct: ``attention(x, memory, memory)``.
+    Runs only when source and target have the same length. Correct: ``attention(x, memory,
+    memory)``.
     """
     return x + attention(memory, memory, x)
 
@@ -106,7 +116,8 @@ def cross_attention_query_from_memory(attention: BareAttention, x: Tensor, memor
 def cross_attention_key_from_decoder(attention: BareAttention, x: Tensor, memory: Tensor) -> Tensor:
     """WRONG (source 000's description): Q and K from the decoder, V from the encoder.
 
-    Runs only when source and target have the same length. Correct: ``attention(x, memory, memory)``.
+    Runs only when source and target have the same length. Correct: ``attention(x, memory,
+    memory)``.
     """
     return attention(x, x, memory)
 
@@ -135,7 +146,8 @@ def forward_without_masks(model: Transformer, src: Tensor, tgt: Tensor) -> Tenso
 # 6. Probabilities of the model width instead of logits over the vocabulary
 # ---------------------------------------------------------------------------------------------
 class SoftmaxOverModelWidth(nn.Module):
-    """WRONG: ``softmax(Linear(d_model, d_model)(x))``: no projection to the vocabulary, and a softmax.
+    """WRONG: ``softmax(Linear(d_model, d_model)(x))``: no projection to the vocabulary, and a
+    softmax.
 
     Correct: ``Linear(d_model, vocab_size)``, returning logits for ``F.cross_entropy``.
 
@@ -169,7 +181,8 @@ class PerHeadModulesAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int) -> None:
         super().__init__()
-        d_head = d_model // num_heads  # WRONG: rounds down; the heads concatenate to fewer than d_model
+        # WRONG: rounds down; the heads concatenate to fewer than d_model
+        d_head = d_model // num_heads
         self.heads = nn.ModuleList(BareAttention(d_model, d_head) for _ in range(num_heads))
         self.linear = nn.Linear(num_heads * d_head, d_model)
 
@@ -182,14 +195,16 @@ class PerHeadModulesAttention(nn.Module):
 # 8. The range of the sinusoids (a claim)
 # ---------------------------------------------------------------------------------------------
 CLAIMED_SINUSOID_RANGE = (0.0, 1.0)
-"""WRONG, from source 001. The range the sine and cosine codes are said to cover; they cover [-1, 1]."""
+"""WRONG, from source 001. The range the sine and cosine codes are said to cover; they cover
+[-1, 1]."""
 
 
 # ---------------------------------------------------------------------------------------------
 # 9. A feed-forward sub-layer without residual connection and norm
 # ---------------------------------------------------------------------------------------------
 class EncoderLayerBareFeedForward(nn.Module):
-    """WRONG: residual + LayerNorm around the attention only; the feed-forward output is returned bare.
+    """WRONG: residual + LayerNorm around the attention only; the feed-forward output is returned
+    bare.
 
     The layer says it is Post-LN (``norm_first = False``) like the paper, which wraps **both**
     sub-layers: ``x = LN(x + Attn(x))`` then ``x = LN(x + FFN(x))``. Here the second line is
@@ -214,7 +229,9 @@ class EncoderLayerBareFeedForward(nn.Module):
 
 
 class TransformerWithUnsetWidth(nn.Module):
-    """WRONG (the same source): uses ``self.d_model`` without ever setting it. Building it raises."""
+    """WRONG (the same source): uses ``self.d_model`` without ever setting it. Building it
+    raises.
+    """
 
     def __init__(self, vocab_size: int, d_model: int) -> None:
         super().__init__()
@@ -296,7 +313,8 @@ def rnn_step(h: Tensor, x: Tensor, w_hh: Tensor, w_xh: Tensor, b: Tensor) -> Ten
     """One step of a plain (Elman) RNN, correct: ``h' = tanh(h W_hh^T + x W_xh^T + b)``.
 
     Shape:
-        h: ``(B, n)``; x: ``(B, n_in)``; w_hh: ``(n, n)``; w_xh: ``(n, n_in)``; b: ``(n,)``; output: ``(B, n)``.
+        h: ``(B, n)``; x: ``(B, n_in)``; w_hh: ``(n, n)``; w_xh: ``(n, n_in)``; b: ``(n,)``; output:
+        ``(B, n)``.
     """
     return torch.tanh(h @ w_hh.T + x @ w_xh.T + b)
 

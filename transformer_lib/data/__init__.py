@@ -7,5 +7,12 @@ below the model and training. Nothing here builds or trains a model.
 from .batching import Batch, PadCollate, TokenBudgetSampler, batch_loader, make_batch, token_batches
 from .tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
 
-__all__ = ["Batch", "PadCollate", "TokenBudgetSampler", "batch_loader", "make_batch", "token_batches"]
+__all__ = [
+    "Batch",
+    "PadCollate",
+    "TokenBudgetSampler",
+    "batch_loader",
+    "make_batch",
+    "token_batches",
+]
 __all__ += ["BPETokenizer", "train_bpe_tokenizer", "train_translation_tokenizer"]

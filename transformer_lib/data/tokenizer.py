@@ -1,4 +1,5 @@
-"""A joint byte-pair-encoding (BPE, 字节对编码) tokenizer for German and English, built on HF ``tokenizers``.
+"""A joint byte-pair-encoding (BPE, 字节对编码) tokenizer for German and English, built on HF
+``tokenizers``.
 
 Both languages share one vocabulary, so the source embedding, the target embedding and the
 output projection can be one matrix (``share_embeddings=True``, ``tie_embeddings=True``). Text is
@@ -25,7 +26,8 @@ META = "\u2581"  # "▁", the visible space of SentencePiece
 
 
 class BPETokenizer:
-    """A trained HF ``tokenizers.Tokenizer`` with the book's special tokens and a small, explicit API.
+    """A trained HF ``tokenizers.Tokenizer`` with the book's special tokens and a small, explicit
+    API.
 
     Build one with :func:`~.train_bpe_tokenizer`; :meth:`~.to_json_str` saves it as a string (it
     fits in a checkpoint's metadata).
@@ -33,7 +35,9 @@ class BPETokenizer:
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         if not isinstance(tokenizer, Tokenizer):
-            raise TypeError(f"tokenizer must be a tokenizers.Tokenizer, got {type(tokenizer).__name__}")
+            raise TypeError(
+                f"tokenizer must be a tokenizers.Tokenizer, got {type(tokenizer).__name__}"
+            )
         for expected_id, token in enumerate(SPECIAL_TOKENS):
             if tokenizer.token_to_id(token) != expected_id:
                 raise ValueError(
@@ -68,28 +72,37 @@ class BPETokenizer:
         return self.tokenizer.encode(text, add_special_tokens=False).tokens
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Natural text from ids: stops at the first ``<eos>``, drops ``<bos>``, ``<pad>`` and ``<unk>``."""
+        """Natural text from ids: stops at the first ``<eos>``, drops ``<bos>``, ``<pad>`` and
+        ``<unk>``.
+        """
         before_eos = itertools.takewhile(lambda token_id: token_id != self.eos_id, map(int, ids))
-        return self.tokenizer.decode(list(before_eos), skip_special_tokens=True)  # the four specials
+        # the four specials
+        return self.tokenizer.decode(list(before_eos), skip_special_tokens=True)
 
     def decode_batch(self, rows: Iterable[Iterable[int]]) -> list[str]:
         """:meth:`~.decode` for each row (e.g. of a ``(B, T)`` tensor's ``.tolist()``)."""
         return [self.decode(row) for row in rows]
 
     def to_json_str(self) -> str:
-        """The whole tokenizer (merges, vocabulary, normaliser, pre-tokenizer, decoder) as a JSON string."""
+        """The whole tokenizer (merges, vocabulary, normaliser, pre-tokenizer, decoder) as a JSON
+        string.
+        """
         return self.tokenizer.to_str()
 
     @classmethod
     def from_json_str(cls, text: str) -> BPETokenizer:
         """Rebuild a tokenizer saved with :meth:`~.to_json_str`."""
         if not isinstance(text, str):
-            raise TypeError(f"text must be the JSON string from to_json_str(), got {type(text).__name__}")
+            raise TypeError(
+                f"text must be the JSON string from to_json_str(), got {type(text).__name__}"
+            )
         try:
             json.loads(text)
             tokenizer = Tokenizer.from_str(text)
         except Exception as error:  # tokenizers raises a bare Exception on bad JSON
-            raise ValueError(f"text is not a saved tokenizer (from to_json_str()): {error}") from None
+            raise ValueError(
+                f"text is not a saved tokenizer (from to_json_str()): {error}"
+            ) from None
         return cls(tokenizer)
 
     def __repr__(self) -> str:
@@ -101,7 +114,8 @@ def _untrained_tokenizer() -> Tokenizer:
     tokenizer.normalizer = normalizers.NFC()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always"),  # " Mann." -> "▁Mann."
+            # " Mann." -> "▁Mann."
+            pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always"),
             pre_tokenizers.Punctuation(behavior="isolated"),  # "▁Mann." -> "▁Mann", "."
         ]
     )
@@ -110,9 +124,13 @@ def _untrained_tokenizer() -> Tokenizer:
 
 
 def train_bpe_tokenizer(
-    sentences: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2, show_progress: bool = False
+    sentences: Iterable[str],
+    vocab_size: int = 8000,
+    min_frequency: int = 2,
+    show_progress: bool = False,
 ) -> BPETokenizer:
-    """Learn BPE merges from ``sentences`` (read once) until the vocabulary has ``vocab_size`` entries.
+    """Learn BPE merges from ``sentences`` (read once) until the vocabulary has ``vocab_size``
+    entries.
 
     ``vocab_size`` includes the special tokens and single characters; a pair must occur
     ``min_frequency`` times to be merged.
@@ -120,7 +138,9 @@ def train_bpe_tokenizer(
     check_positive_int("vocab_size", vocab_size)
     check_positive_int("min_frequency", min_frequency)
     if vocab_size <= len(SPECIAL_TOKENS):
-        raise ValueError(f"vocab_size={vocab_size} must be larger than the {len(SPECIAL_TOKENS)} special tokens")
+        raise ValueError(
+            f"vocab_size={vocab_size} must be larger than the {len(SPECIAL_TOKENS)} special tokens"
+        )
     tokenizer = _untrained_tokenizer()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -154,5 +174,7 @@ def train_translation_tokenizer(
     if len(train_pairs) == 0:
         raise ValueError("train_pairs is empty")
     return train_bpe_tokenizer(
-        (sentence for pair in train_pairs for sentence in pair), vocab_size=vocab_size, min_frequency=min_frequency
+        (sentence for pair in train_pairs for sentence in pair),
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
     )

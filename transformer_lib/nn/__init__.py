@@ -1,12 +1,16 @@
-"""The building blocks (chapters 1 to 8): one concept per module, each a PyTorch ``nn.Module`` or function.
+"""The building blocks (chapters 1 to 8): one concept per module, each a PyTorch ``nn.Module`` or
+function.
 
-Layer: the lowest of the package, above only the argument checks (:mod:`~transformer_lib.validation`);
-nothing here knows about the model, the data or training. The public names are importable from
-``transformer_lib`` itself.
+Layer: the lowest of the package, above only the argument checks
+(:mod:`~transformer_lib.validation`); nothing here knows about the model, the data or training. The
+public names are importable from ``transformer_lib`` itself.
 
-* :mod:`~.embedding`: token embedding; :mod:`~.positional`: sinusoidal, learned and rotary positions;
-* :mod:`~.attention`: scaled dot-product attention written out; :mod:`~.masks`: padding and causal masks;
+* :mod:`~.embedding`: token embedding; :mod:`~.positional`: sinusoidal, learned and rotary
+positions;
+* :mod:`~.attention`: scaled dot-product attention written out; :mod:`~.masks`: padding and causal
+masks;
 * :mod:`~.multihead`: multi-head (and grouped-query) attention with a key/value cache;
 * :mod:`~.norms`: LayerNorm and RMSNorm; :mod:`~.feedforward`: the position-wise network;
-* :mod:`~.layers`: encoder and decoder layers and stacks, Post-LN or Pre-LN, all built from one ``LayerSpec``.
+* :mod:`~.layers`: encoder and decoder layers and stacks, Post-LN or Pre-LN, all built from one
+``LayerSpec``.
 """

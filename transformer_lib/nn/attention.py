@@ -1,6 +1,8 @@
-"""Scaled dot-product attention (缩放点积注意力), written out step by step: the reference the book teaches.
+"""Scaled dot-product attention (缩放点积注意力), written out step by step: the reference the book
+teaches.
 
-``MultiHeadAttention`` calls it when the weights are asked for, PyTorch's fused kernel otherwise (tested equal).
+``MultiHeadAttention`` calls it when the weights are asked for, PyTorch's fused kernel otherwise
+(tested equal).
 """
 
 from __future__ import annotations
@@ -26,15 +28,19 @@ def scaled_dot_product_attention(
 
     Shape:
         query: ``(..., T_q, d_k)``; key: ``(..., T_k, d_k)``; value: ``(..., T_k, d_v)``; leading
-        dimensions (batch, heads) broadcast. mask: bool, ``True`` = may attend, to ``(..., T_q, T_k)``.
+        dimensions (batch, heads) broadcast. mask: bool, ``True`` = may attend, to ``(..., T_q,
+        T_k)``.
         output: ``(..., T_q, d_v)``; weights: ``(..., T_q, T_k)``.
     """
     if query.size(-1) != key.size(-1):
         raise ValueError(
-            f"query and key must have the same last dimension d_k, got {query.size(-1)} and {key.size(-1)}"
+            f"query and key must have the same last dimension d_k, got {query.size(-1)} and "
+            f"{key.size(-1)}"
         )
     if key.size(-2) != value.size(-2):
-        raise ValueError(f"key and value must have the same length T_k, got {key.size(-2)} and {value.size(-2)}")
+        raise ValueError(
+            f"key and value must have the same length T_k, got {key.size(-2)} and {value.size(-2)}"
+        )
     check_probability("dropout_p", dropout_p)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (..., T_q, T_k)
     if mask is not None:

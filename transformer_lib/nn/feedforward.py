@@ -11,7 +11,7 @@ from ..validation import check_positive_int, check_probability
 
 Activation = Literal["gelu", "relu", "swiglu"]
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swiglu": F.silu}
-"""Activation names and their element-wise function; for ``"swiglu"`` it is the gate's function (SiLU)."""
+"""Activation names and their element-wise function (for ``"swiglu"``, the gate's: SiLU)."""
 
 
 class FeedForward(nn.Module):
@@ -19,15 +19,19 @@ class FeedForward(nn.Module):
 
     The paper uses ``d_ff = 4 * d_model`` and ReLU. With ``activation="swiglu"`` (a gated linear
     unit with the SiLU gate; Shazeer, 2020) the hidden vector is ``silu(linear1(x)) * linear3(x)``:
-    three ``d_model x d_ff`` matrices instead of two, so 1.5 times the parameters at the same ``d_ff``.
+    three ``d_model x d_ff`` matrices instead of two, so 1.5 times the parameters at the same
+    ``d_ff``.
     **The hidden width is ``d_ff`` as given**, whatever the activation: at (almost) equal parameter
-    count SwiGLU takes about 2/3 of the ReLU ``d_ff``, as in LLaMA (``benchmarks/variants.py`` runs both).
+    count SwiGLU takes about 2/3 of the ReLU ``d_ff``, as in LLaMA (``benchmarks/variants.py`` runs
+    both).
 
     Shape:
         x: ``(B, T, d_model)``; output: ``(B, T, d_model)``.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: Activation = "relu") -> None:
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.0, activation: Activation = "relu"
+    ) -> None:
         super().__init__()
         check_positive_int("d_model", d_model)
         check_positive_int("d_ff", d_ff)
@@ -36,7 +40,8 @@ class FeedForward(nn.Module):
         self.activation = ACTIVATIONS[activation]
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
-        self.linear3 = nn.Linear(d_model, d_ff) if activation == "swiglu" else None  # the gated unit's second input
+        # the gated unit's second input
+        self.linear3 = nn.Linear(d_model, d_ff) if activation == "swiglu" else None
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         for linear in (self.linear1, self.linear2, self.linear3):
             if linear is not None:

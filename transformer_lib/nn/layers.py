@@ -1,9 +1,10 @@
-"""Encoder and decoder layers and stacks (编码器 / 解码器), Post-LN or Pre-LN, built from one :class:`~.LayerSpec`.
+"""Encoder and decoder layers and stacks (编码器 / 解码器), Post-LN or Pre-LN, built from one
+:class:`~.LayerSpec`.
 
-Both layers wrap each sub-layer in :func:`~.residual`. The ``rotary`` module (a :class:`~.RotaryEmbedding`)
-is passed beside the spec because one module serves every layer; it rotates queries and keys in the
-**self**-attentions only: decoder and encoder positions share no useful origin, so cross-attention
-stays position-free.
+Both layers wrap each sub-layer in :func:`~.residual`. The ``rotary`` module (a
+:class:`~.RotaryEmbedding`) is passed beside the spec because one module serves every layer; it
+rotates queries and keys in the **self**-attentions only: decoder and encoder positions share no
+useful origin, so cross-attention stays position-free.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from .positional import RotaryEmbedding
 
 @dataclass(frozen=True)
 class LayerSpec:
-    """What every layer of a stack shares; the fields are those of :class:`~.TransformerConfig` of the same names."""
+    """What every layer of a stack shares; the fields are those of :class:`~.TransformerConfig` of
+    the same names.
+    """
 
     d_model: int
     num_heads: int
@@ -37,17 +40,26 @@ class LayerSpec:
     def attention(self, rotary: RotaryEmbedding | None = None) -> MultiHeadAttention:
         """A fresh attention module of this spec (``rotary`` for self-attention only)."""
         return MultiHeadAttention(
-            self.d_model, self.num_heads, self.attention_dropout, num_kv_heads=self.num_kv_heads, rotary=rotary
+            self.d_model,
+            self.num_heads,
+            self.attention_dropout,
+            num_kv_heads=self.num_kv_heads,
+            rotary=rotary,
         )
 
 
 def residual(
-    x: Tensor, sublayer: Callable[[Tensor], Tensor], norm: nn.Module, dropout: nn.Module, norm_first: bool
+    x: Tensor,
+    sublayer: Callable[[Tensor], Tensor],
+    norm: nn.Module,
+    dropout: nn.Module,
+    norm_first: bool,
 ) -> Tensor:
     """One sub-layer with its residual connection (残差连接) and its norm.
 
-    Post-LN (the paper) computes ``norm(x + dropout(sublayer(x)))``; Pre-LN ``x + dropout(sublayer(norm(x)))``,
-    and its stack ends with a final norm, because nothing else normalises the last layer's output.
+    Post-LN (the paper) computes ``norm(x + dropout(sublayer(x)))``; Pre-LN ``x +
+    dropout(sublayer(norm(x)))``, and its stack ends with a final norm, because nothing else
+    normalises the last layer's output.
 
     Shape: ``x`` and the output ``(B, T, d_model)``; ``sublayer`` keeps the shape.
     """
@@ -58,7 +70,10 @@ def residual(
 
 def _check_spec(spec: object) -> LayerSpec:
     if not isinstance(spec, LayerSpec):
-        raise TypeError(f"spec must be a LayerSpec, e.g. LayerSpec(d_model=16, num_heads=2, d_ff=32), got {spec!r}")
+        raise TypeError(
+            "spec must be a LayerSpec, e.g. LayerSpec(d_model=16, num_heads=2, d_ff=32), got "
+            f"{spec!r}"
+        )
     return spec
 
 
@@ -66,7 +81,8 @@ class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each wrapped by :func:`~.residual`.
 
     Shape:
-        x: ``(B, T, d_model)``; mask: bool broadcasting to ``(B, H, T, T)``; output: ``(B, T, d_model)``.
+        x: ``(B, T, d_model)``; mask: bool broadcasting to ``(B, H, T, T)``; output: ``(B, T,
+        d_model)``.
     """
 
     def __init__(self, spec: LayerSpec, rotary: RotaryEmbedding | None = None) -> None:
@@ -81,7 +97,13 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """Run the two sub-layers."""
-        x = residual(x, lambda h: self.self_attn(h, h, h, mask)[0], self.norm1, self.dropout1, self.norm_first)
+        x = residual(
+            x,
+            lambda h: self.self_attn(h, h, h, mask)[0],
+            self.norm1,
+            self.dropout1,
+            self.norm_first,
+        )
         return residual(x, self.ff, self.norm2, self.dropout2, self.norm_first)
 
 
@@ -142,7 +164,9 @@ class Encoder(nn.Module):
         x: ``(B, S, d_model)``; mask: broadcasting to ``(B, H, S, S)``; output: ``(B, S, d_model)``.
     """
 
-    def __init__(self, spec: LayerSpec, num_layers: int, rotary: RotaryEmbedding | None = None) -> None:
+    def __init__(
+        self, spec: LayerSpec, num_layers: int, rotary: RotaryEmbedding | None = None
+    ) -> None:
         super().__init__()
         check_positive_int("num_layers", num_layers)
         self.layers = nn.ModuleList(EncoderLayer(spec, rotary) for _ in range(num_layers))
@@ -156,13 +180,16 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """A stack of ``num_layers`` :class:`~.DecoderLayer`, with a final norm in Pre-LN mode (see :class:`~.Encoder`).
+    """A stack of ``num_layers`` :class:`~.DecoderLayer`, with a final norm in Pre-LN mode (see
+    :class:`~.Encoder`).
 
     Shape:
         x: ``(B, T, d_model)``; memory: ``(B, S, d_model)``; output: ``(B, T, d_model)``.
     """
 
-    def __init__(self, spec: LayerSpec, num_layers: int, rotary: RotaryEmbedding | None = None) -> None:
+    def __init__(
+        self, spec: LayerSpec, num_layers: int, rotary: RotaryEmbedding | None = None
+    ) -> None:
         super().__init__()
         check_positive_int("num_layers", num_layers)
         self.layers = nn.ModuleList(DecoderLayer(spec, rotary) for _ in range(num_layers))

@@ -19,7 +19,8 @@ def causal_mask(size: int, device: torch.device | str | None = None) -> Tensor:
     Shape:
         output: ``(size, size)`` bool; ``output[i, j]`` is ``True`` iff ``j <= i``.
     """
-    if not isinstance(size, torch.SymInt):  # a symbolic length (torch.export, ONNX) has no value to check
+    # a symbolic length (torch.export, ONNX) has no value to check
+    if not isinstance(size, torch.SymInt):
         check_positive_int("size", size)
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()
 

@@ -1,5 +1,6 @@
 """Multi-head attention (多头注意力) with a key/value cache for decoding; grouped-query attention
-(分组查询注意力, ``num_kv_heads``) and rotary position embeddings (旋转位置编码, ``rotary``) are its options.
+(分组查询注意力, ``num_kv_heads``) and rotary position embeddings (旋转位置编码, ``rotary``) are its
+options.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class KVCache:
         return self.static and self.key is not None
 
     def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        """Append (growing) or store (static) the new positions' keys and values; return all of them.
+        """Append (growing) or store (static) the new positions' keys and values; return all of
+        them.
 
         Shape: key, value ``(B, H_kv, T_new, d_k)``; outputs ``(B, H_kv, T_cached + T_new, d_k)``.
         """
@@ -59,7 +61,12 @@ class KVCache:
 
 
 def guarded_attention(
-    query: Tensor, key: Tensor, value: Tensor, mask: Tensor, dropout_p: float = 0.0, enable_gqa: bool = False
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor,
+    dropout_p: float = 0.0,
+    enable_gqa: bool = False,
 ) -> Tensor:
     """``F.scaled_dot_product_attention`` that gives a fully masked query row zeros, never NaN.
 
@@ -68,7 +75,8 @@ def guarded_attention(
 
     Shape:
         query: ``(B, H, T_q, d_k)``; key, value: ``(B, H, T_k, d_k)`` (``(B, H_kv, T_k, d_k)`` with
-        ``enable_gqa``); mask: bool broadcasting to ``(B, H, T_q, T_k)``; output: ``(B, H, T_q, d_k)``.
+        ``enable_gqa``); mask: bool broadcasting to ``(B, H, T_q, T_k)``; output: ``(B, H, T_q,
+        d_k)``.
     """
     row_ok = mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
     safe = mask | ~row_ok  # (..., T_q, T_k)
@@ -83,16 +91,16 @@ class MultiHeadAttention(nn.Module):
 
     ``head_i = Attention(Q W_q_i, K W_k_i, V W_v_i)``, ``output = concat(head_1..head_h) W_o``; head
     ``i``'s weights are rows ``i*d_k:(i+1)*d_k`` of one ``nn.Linear`` each for Q, K and V. Without
-    ``need_weights`` the attention is PyTorch's fused ``F.scaled_dot_product_attention``; with it, the
-    reference :func:`~.attention.scaled_dot_product_attention`, which returns the weights. Both agree
-    (tested) and give a query row whose keys are all masked a zero output.
+    ``need_weights`` the attention is PyTorch's fused ``F.scaled_dot_product_attention``; with it,
+    the reference :func:`~.attention.scaled_dot_product_attention`, which returns the weights. Both
+    agree (tested) and give a query row whose keys are all masked a zero output.
 
-    **Grouped-query attention** (分组查询注意力; Ainslie et al., 2023): with ``num_kv_heads = H_kv < H``,
-    query heads ``g*i .. g*i + g - 1`` (``g = H / H_kv``) share key/value head ``i``, which divides the
-    key/value cache by ``g`` (``H_kv = 1``: multi-query attention).
+    **Grouped-query attention** (分组查询注意力; Ainslie et al., 2023): with ``num_kv_heads = H_kv <
+    H``, query heads ``g*i .. g*i + g - 1`` (``g = H / H_kv``) share key/value head ``i``, which
+    divides the key/value cache by ``g`` (``H_kv = 1``: multi-query attention).
 
-    **Rotary embeddings** (``rotary``, a :class:`~.RotaryEmbedding`) rotate queries and keys after the
-    projection. For self-attention only: queries and keys must count from the same origin.
+    **Rotary embeddings** (``rotary``, a :class:`~.RotaryEmbedding`) rotate queries and keys after
+    the projection. For self-attention only: queries and keys must count from the same origin.
 
     Args:
         dropout: dropout on the attention weights (training only).
@@ -117,12 +125,18 @@ class MultiHeadAttention(nn.Module):
         self.d_model = check_positive_int("d_model", d_model)
         self.num_heads = check_positive_int("num_heads", num_heads)
         self.d_k = check_divisible(d_model, num_heads)
-        self.num_kv_heads = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
+        self.num_kv_heads = (
+            num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
+        )
         if num_heads % self.num_kv_heads != 0:
             raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={num_heads}")
         self.groups = num_heads // self.num_kv_heads  # query heads per key/value head
-        if rotary is not None and (not isinstance(rotary, RotaryEmbedding) or rotary.d_k != self.d_k):
-            raise ValueError(f"rotary must be a RotaryEmbedding of head width d_k={self.d_k}, got {rotary!r}")
+        if rotary is not None and (
+            not isinstance(rotary, RotaryEmbedding) or rotary.d_k != self.d_k
+        ):
+            raise ValueError(
+                f"rotary must be a RotaryEmbedding of head width d_k={self.d_k}, got {rotary!r}"
+            )
         self.rotary = rotary
         self.dropout = check_probability("dropout", dropout)
         kv_width = self.num_kv_heads * self.d_k
@@ -150,41 +164,57 @@ class MultiHeadAttention(nn.Module):
         use, then ``key`` and ``value`` are ignored.
         """
         self._check_inputs(query, key, value, cache)
-        if cache is not None and cache.filled:  # cross-attention after the first step: the encoder's keys
+        # cross-attention after the first step: the encoder's keys
+        if cache is not None and cache.filled:
             q, k, v = self._split_heads(self.q_proj(query)), cache.key, cache.value
         else:
             q, k, v = self._project(query, key, value)
             if self.rotary is not None:  # the new positions come after the cached ones
                 offset = 0 if cache is None else cache.length
-                q, k = self.rotary(q, offset), self.rotary(k, offset)  # (B, H, T_q, d_k), (B, H_kv, T_k, d_k)
+                # (B, H, T_q, d_k), (B, H_kv, T_k, d_k)
+                q, k = self.rotary(q, offset), self.rotary(k, offset)
             if cache is not None:
                 k, v = cache.update(k, v)  # (B, H_kv, T_cached + T_q, d_k)
         assert k is not None and v is not None  # a filled cache holds both
         batch, t_q = query.shape[:2]
         check_mask("mask", mask, (batch, self.num_heads, t_q, k.size(-2)))
         out, weights = self._attend(q, k, v, mask, need_weights)  # (B, H, T_q, d_k)
-        out = out.transpose(1, 2).reshape(batch, t_q, self.d_model)  # (B, H, T_q, d_k) -> (B, T_q, d_model)
+        # (B, H, T_q, d_k) -> (B, T_q, d_model)
+        out = out.transpose(1, 2).reshape(batch, t_q, self.d_model)
         return self.out_proj(out), weights
 
-    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor, cache: KVCache | None) -> None:
+    def _check_inputs(
+        self, query: Tensor, key: Tensor, value: Tensor, cache: KVCache | None
+    ) -> None:
         """Shapes only: reading a value would make the host wait for the GPU."""
         if query.dim() != 3 or query.size(-1) != self.d_model:
-            raise ValueError(f"query must have shape (B, T_q, d_model={self.d_model}), got {tuple(query.shape)}")
-        if key.shape[:1] != query.shape[:1] or key.size(-1) != self.d_model or key.shape != value.shape:
             raise ValueError(
-                f"key and value must both have shape (B={query.size(0)}, T_k, d_model={self.d_model}), "
-                f"got {tuple(key.shape)} and {tuple(value.shape)}"
+                f"query must have shape (B, T_q, d_model={self.d_model}), got {tuple(query.shape)}"
+            )
+        if (
+            key.shape[:1] != query.shape[:1]
+            or key.size(-1) != self.d_model
+            or key.shape != value.shape
+        ):
+            raise ValueError(
+                f"key and value must both have shape (B={query.size(0)}, T_k, "
+                f"d_model={self.d_model}), got {tuple(key.shape)} and {tuple(value.shape)}"
             )
         if self.rotary is not None and cache is not None and cache.static:
-            raise ValueError("a static cache (cross-attention) cannot be used with rotary embeddings")
+            raise ValueError(
+                "a static cache (cross-attention) cannot be used with rotary embeddings"
+            )
 
     def _split_heads(self, x: Tensor) -> Tensor:
         batch, length, width = x.shape
         x = x.view(batch, length, width // self.d_k, self.d_k)  # (B, T, h * d_k) -> (B, T, h, d_k)
-        return x.transpose(1, 2)  # (B, T, h, d_k) -> (B, h, T, d_k); h = H for queries, H_kv for keys/values
+        # (B, T, h, d_k) -> (B, h, T, d_k); h = H for queries, H_kv for keys/values
+        return x.transpose(1, 2)
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
-        """Queries, keys and values split into heads; projections of one input run as one matrix product."""
+        """Queries, keys and values split into heads; projections of one input run as one matrix
+        product.
+        """
         if query is key and key is value:
             return self._fused(query, (self.q_proj, self.k_proj, self.v_proj))
         q = self._split_heads(self.q_proj(query))  # (B, H, T_q, d_k)
@@ -196,7 +226,10 @@ class MultiHeadAttention(nn.Module):
         weight = torch.cat([p.weight for p in projections])  # (sum of out_features, d_model)
         bias = None if projections[0].bias is None else torch.cat([p.bias for p in projections])
         fused = F.linear(x, weight, bias)  # (B, T, sum of out_features)
-        return tuple(self._split_heads(part) for part in fused.split([p.out_features for p in projections], dim=-1))
+        return tuple(
+            self._split_heads(part)
+            for part in fused.split([p.out_features for p in projections], dim=-1)
+        )
 
     def _attend(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
@@ -204,12 +237,15 @@ class MultiHeadAttention(nn.Module):
         """Attention of every head; the weights too if asked for. Output: ``(B, H, T_q, d_k)``."""
         dropout_p = self.dropout if self.training else 0.0
         gqa = self.groups > 1
-        if need_weights:  # the step-by-step reference wants one key/value head per query head: (B, H, T_k, d_k)
+        # the step-by-step reference wants one key/value head per query head: (B, H, T_k, d_k)
+        if need_weights:
             k, v = k.repeat_interleave(self.groups, dim=1), v.repeat_interleave(self.groups, dim=1)
             return scaled_dot_product_attention(q, k, v, mask, dropout_p)
         if mask is None or q.device.type == "cpu":
             # On the CPU, PyTorch (>= 2.5) already gives a fully masked query row a zero output and
             # finite gradients (the tests check it), so the mask goes in as it is. With enable_gqa,
             # PyTorch shares each key/value head among its group of query heads without copying it.
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa), None
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa
+            ), None
         return guarded_attention(q, k, v, mask, dropout_p, enable_gqa=gqa), None

@@ -33,12 +33,15 @@ class LayerNorm(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Normalise over the last dimension."""
         if x.size(-1) != self.d_model:
-            raise ValueError(f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}"
+            )
         return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
 
 
 class RMSNorm(nn.Module):
-    """Scale each vector by the inverse of its root mean square: ``x / sqrt(mean(x^2) + eps) * weight``.
+    """Scale each vector by the inverse of its root mean square: ``x / sqrt(mean(x^2) + eps) *
+    weight``.
 
     No centring and no bias (Zhang and Sennrich, 2019). The computation is PyTorch's ``F.rms_norm``.
 
@@ -55,7 +58,9 @@ class RMSNorm(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Normalise over the last dimension."""
         if x.size(-1) != self.d_model:
-            raise ValueError(f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}"
+            )
         return F.rms_norm(x, (self.d_model,), self.weight, self.eps)
 
 
@@ -65,7 +70,9 @@ NORMS: dict[str, type[LayerNorm] | type[RMSNorm]] = {"layernorm": LayerNorm, "rm
 
 
 def make_norm(kind: NormName, d_model: int) -> LayerNorm | RMSNorm:
-    """A fresh norm of width ``d_model`` with its own default ``eps`` (1e-5 as ``nn.LayerNorm``, 1e-6 for RMSNorm)."""
+    """A fresh norm of width ``d_model`` with its own default ``eps`` (1e-5 as ``nn.LayerNorm``,
+    1e-6 for RMSNorm).
+    """
     if kind not in NORMS:
         raise ValueError(f"norm={kind!r} is not one of {list(NORMS)}")
     return NORMS[kind](d_model)

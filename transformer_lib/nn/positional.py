@@ -1,7 +1,8 @@
 """Positional encoding (位置编码): the paper's sinusoidal table, a learned table, rotary embeddings.
 
 The first two are *added* to the token embeddings; rotary embeddings (旋转位置编码) rotate queries
-and keys inside every self-attention instead, so the model's input gets :class:`~.NoPositionalEncoding`.
+and keys inside every self-attention instead, so the model's input gets
+:class:`~.NoPositionalEncoding`.
 """
 
 from __future__ import annotations
@@ -16,14 +17,20 @@ from ..validation import check_positive_int, check_probability
 
 
 def _angles(max_len: int, width: int) -> Tensor:
-    """``theta[p, i] = p / 10000^(2i / width)`` in float64, shape ``(max_len, width / 2)``: for both tables and RoPE."""
+    """``theta[p, i] = p / 10000^(2i / width)`` in float64, shape ``(max_len, width / 2)``: for both
+    tables and RoPE.
+    """
     position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
-    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, width, 2, dtype=torch.float64) / width)  # (width / 2,)
+    # (width / 2,)
+    inv_freq = torch.exp(
+        -math.log(10000.0) * torch.arange(0, width, 2, dtype=torch.float64) / width
+    )
     return position * inv_freq  # (max_len, width / 2)
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
-    """Build the table ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(p / 10000^(2i/d))``.
+    """Build the table ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(p /
+    10000^(2i/d))``.
 
     Each pair of columns ``(2i, 2i+1)`` is a sine/cosine of the position at one frequency; the
     wavelengths grow geometrically from ``2*pi`` to ``10000 * 2*pi``.
@@ -34,7 +41,9 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     check_positive_int("max_len", max_len)
     check_positive_int("d_model", d_model)
     if d_model % 2 != 0:
-        raise ValueError(f"d_model={d_model} must be even: the table pairs a sine and a cosine per frequency")
+        raise ValueError(
+            f"d_model={d_model} must be even: the table pairs a sine and a cosine per frequency"
+        )
     angles = _angles(max_len, d_model)  # (max_len, d_model / 2)
     table = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1)  # (max_len, d_model / 2, 2)
     return table.flatten(-2).to(torch.float32)  # columns sin, cos, sin, cos, ...
@@ -47,7 +56,9 @@ def _check_length(length: int, max_len: int, what: str) -> None:
 
 
 class _InputPositions(nn.Module):
-    """What the model's three input modules share: the width, ``max_len``, the dropout, the checks."""
+    """What the model's three input modules share: the width, ``max_len``, the dropout, the
+    checks.
+    """
 
     what = "positional encoding"
 
@@ -59,7 +70,9 @@ class _InputPositions(nn.Module):
 
     def _check(self, x: Tensor, offset: int) -> None:
         if x.dim() != 3 or x.size(-1) != self.d_model:
-            raise ValueError(f"x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
+            raise ValueError(
+                f"x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
+            )
         if isinstance(offset, bool) or not isinstance(offset, (int, torch.SymInt)) or offset < 0:
             raise ValueError(f"offset must be a non-negative int, got {offset!r}")
         _check_length(offset + x.size(1), self.max_len, self.what)
@@ -72,8 +85,9 @@ class PositionalEncoding(_InputPositions):
     checkpoints (it is a function of ``max_len`` and ``d_model``, not a learned weight).
 
     Shape:
-        x: ``(B, T, d_model)``, the positions ``offset .. offset + T - 1`` (``offset + T <= max_len``;
-        incremental decoding passes the number of tokens already decoded); output: ``(B, T, d_model)``.
+        x: ``(B, T, d_model)``, the positions ``offset .. offset + T - 1`` (``offset + T <=
+        max_len``; incremental decoding passes the number of tokens already decoded); output: ``(B,
+        T, d_model)``.
     """
 
     pe: Tensor
@@ -91,10 +105,10 @@ class PositionalEncoding(_InputPositions):
 class LearnedPositionalEmbedding(_InputPositions):
     """A trained table of position vectors (可学习位置编码), added like the sinusoidal one.
 
-    Row ``p`` of an ``nn.Embedding(max_len, d_model)`` is the vector of position ``p`` (as in BERT and
-    GPT-2); rows beyond the longest training sequence stay at their random start. The rows start as
-    ``N(0, 1/2)``, the mean square of the sinusoidal table's entries, so swapping one table for the
-    other keeps the balance between token and position. Shapes as :class:`~.PositionalEncoding`.
+    Row ``p`` of an ``nn.Embedding(max_len, d_model)`` is the vector of position ``p`` (as in BERT
+    and GPT-2); rows beyond the longest training sequence stay at their random start. The rows start
+    as ``N(0, 1/2)``, the mean square of the sinusoidal table's entries, so swapping one table for
+    the other keeps the balance between token and position. Shapes as :class:`~.PositionalEncoding`.
     """
 
     what = "learned positional embedding"
@@ -108,11 +122,14 @@ class LearnedPositionalEmbedding(_InputPositions):
         """Return ``dropout(x + E[offset : offset + T])``."""
         self._check(x, offset)
         positions = torch.arange(offset, offset + x.size(1), device=x.device)  # (T,)
-        return self.dropout(x + self.embedding(positions).to(x.dtype))  # (B, T, d_model) + (T, d_model)
+        # (B, T, d_model) + (T, d_model)
+        return self.dropout(x + self.embedding(positions).to(x.dtype))
 
 
 class NoPositionalEncoding(_InputPositions):
-    """Dropout only, with the same length check: the model's input under :class:`~.RotaryEmbedding`."""
+    """Dropout only, with the same length check: the model's input under
+    :class:`~.RotaryEmbedding`.
+    """
 
     what = "rotary positional encoding"
 
@@ -122,8 +139,11 @@ class NoPositionalEncoding(_InputPositions):
         return self.dropout(x)
 
 
-def rotary_tables(max_len: int, d_k: int, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-    """Cosines and sines of the rotary angles ``theta[p, i] = p / 10000^(2i/d_k)``, computed in float64.
+def rotary_tables(
+    max_len: int, d_k: int, dtype: torch.dtype = torch.float32
+) -> tuple[Tensor, Tensor]:
+    """Cosines and sines of the rotary angles ``theta[p, i] = p / 10000^(2i/d_k)``, computed in
+    float64.
 
     Shape:
         outputs: two ``(max_len, d_k / 2)``, in ``dtype``.
@@ -145,7 +165,8 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         x: ``(..., T, d_k)``; cos, sin: ``(T, d_k / 2)``; output: ``(..., T, d_k)``.
     """
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d_k / 2) each
-    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # (..., T, d_k / 2, 2)
+    # (..., T, d_k / 2, 2)
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
     return rotated.flatten(-2)  # (..., T, d_k / 2, 2) -> (..., T, d_k): pairs back in place
 
 
@@ -176,13 +197,19 @@ class RotaryEmbedding(nn.Module):
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """Rotate ``x`` (queries or keys of positions ``offset ..``)."""
         if x.size(-1) != self.d_k:
-            raise ValueError(f"x must have last dimension d_k={self.d_k}, got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"x must have last dimension d_k={self.d_k}, got shape {tuple(x.shape)}"
+            )
         length = x.size(-2)
         _check_length(offset + length, self.max_len, "rotary embedding")
         if x.dtype == torch.float64:  # recomputed: the float32 buffers would cap the precision
-            cos, sin = (t[offset:].to(x.device) for t in rotary_tables(offset + length, self.d_k, torch.float64))
+            cos, sin = (
+                t[offset:].to(x.device)
+                for t in rotary_tables(offset + length, self.d_k, torch.float64)
+            )
         else:
-            cos, sin = (t[offset : offset + length].to(x.dtype) for t in (self.cos, self.sin))  # (T, d_k / 2)
+            # (T, d_k / 2)
+            cos, sin = (t[offset : offset + length].to(x.dtype) for t in (self.cos, self.sin))
         return rotate_pairs(x, cos, sin)  # (B, H, T, d_k)
 
 
@@ -190,9 +217,15 @@ Positional = Literal["sinusoidal", "learned", "rope"]
 """The positional variants, by name (``TransformerConfig.positional``)."""
 
 
-def make_positional(kind: Positional, d_model: int, dropout: float = 0.0, max_len: int = 5000) -> _InputPositions:
+def make_positional(
+    kind: Positional, d_model: int, dropout: float = 0.0, max_len: int = 5000
+) -> _InputPositions:
     """The model's input positional module for ``TransformerConfig.positional == kind``."""
-    modules = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEmbedding, "rope": NoPositionalEncoding}
+    modules = {
+        "sinusoidal": PositionalEncoding,
+        "learned": LearnedPositionalEmbedding,
+        "rope": NoPositionalEncoding,
+    }
     if kind not in modules:
         raise ValueError(f"positional={kind!r} is not one of {list(get_args(Positional))}")
     return modules[kind](d_model, dropout, max_len)

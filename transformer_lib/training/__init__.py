@@ -1,5 +1,6 @@
-"""Training (训练): :func:`~.train` over a :class:`~.TrainState`, :func:`~.optimizer_step`, :class:`~.TrainConfig`,
-the loss, the learning-rate schedules and ``torchrun``; built on the model, the checkpoints and the data.
+"""Training (训练): :func:`~.train` over a :class:`~.TrainState`, :func:`~.optimizer_step`,
+:class:`~.TrainConfig`, the loss, the learning-rate schedules and ``torchrun``; built on the model,
+the checkpoints and the data.
 """
 
 from .config import AMP_MODES, SCHEDULES, TrainConfig, TrainResult

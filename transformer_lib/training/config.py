@@ -1,4 +1,6 @@
-"""What a training run is told (:class:`~.TrainConfig`) and what it reports (:class:`~.TrainResult`)."""
+"""What a training run is told (:class:`~.TrainConfig`) and what it reports
+(:class:`~.TrainResult`).
+"""
 
 from __future__ import annotations
 
@@ -30,19 +32,23 @@ class TrainConfig:
 
     Attributes:
         max_steps, max_epochs: stop after this many optimizer steps / passes over the data.
-        time_budget_s: stop after this many seconds of training steps (the slowest rank's under ``torchrun``).
+        time_budget_s: stop after this many seconds of training steps (the slowest rank's under
+            ``torchrun``).
         label_smoothing: ``epsilon_ls`` of ``F.cross_entropy`` (the paper: 0.1).
         grad_accum: batches whose gradients are summed before each optimizer step (per process).
         clip_norm: clip the global gradient norm to this value (``None``: off, as in the paper).
-        amp: ``"none"`` (float32), ``"bf16"``, ``"fp16"`` (CUDA, ``GradScaler``), ``"auto"`` (:func:`~.amp_for_device`).
+        amp: ``"none"`` (float32), ``"bf16"``, ``"fp16"`` (CUDA, ``GradScaler``), ``"auto"``
+            (:func:`~.amp_for_device`).
         adam_betas, adam_eps: Adam's hyper-parameters (the paper: ``(0.9, 0.98)``, ``1e-9``).
         eval_every: evaluate every this many steps (``None``: every epoch), and always at the end.
         monitor, mode: the metric (a key of ``evaluate``'s dict) for ``patience``, ``target`` and
             ``best_checkpoint_path``; ``"max"`` if larger is better.
-        patience, target: stop after this many evaluations in a row without improvement; once ``monitor`` reaches this.
+        patience, target: stop after this many evaluations in a row without improvement; once
+            ``monitor`` reaches this.
         checkpoint_path, checkpoint_every: write the resumable state there every this many steps;
         best_checkpoint_path: the model whenever ``monitor`` improves.
-        seed: seeds dropout and the data order (rank ``r`` of ``torchrun``: ``seed + r``), not the weights.
+        seed: seeds dropout and the data order (rank ``r`` of ``torchrun``: ``seed + r``), not the
+            weights.
         progress: a tqdm bar on stderr (rank 0 only; tqdm's ``TQDM_DISABLE`` also hides it).
     """
 
@@ -71,13 +77,28 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.max_steps is None and self.max_epochs is None and self.time_budget_s is None:
-            raise ValueError("TrainConfig needs max_steps, max_epochs or time_budget_s (or several); got none")
+            raise ValueError(
+                "TrainConfig needs max_steps, max_epochs or time_budget_s (or several); got none"
+            )
         if self.time_budget_s is not None:
             _positive_number("time_budget_s", self.time_budget_s, "number of seconds or None")
         hints = get_type_hints(TrainConfig)
-        for name in ("max_steps", "max_epochs", "warmup_steps", "schedule", "label_smoothing", "grad_accum", "amp",
-                     "eval_every", "mode", "patience", "checkpoint_every", "progress"):  # fmt: skip
-            _check_field(name, getattr(self, name), hints[name])  # by type: positive ints, a probability, choices
+        for name in (
+            "max_steps",
+            "max_epochs",
+            "warmup_steps",
+            "schedule",
+            "label_smoothing",
+            "grad_accum",
+            "amp",
+            "eval_every",
+            "mode",
+            "patience",
+            "checkpoint_every",
+            "progress",
+        ):
+            # by type: positive ints, a probability, choices
+            _check_field(name, getattr(self, name), hints[name])
         _positive_number("lr", self.lr, "float (the peak learning rate)")
         if self.clip_norm is not None:
             _positive_number("clip_norm", self.clip_norm, "number or None")
@@ -85,16 +106,32 @@ class TrainConfig:
         if len(self.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in self.adam_betas):
             raise ValueError(f"adam_betas must be two floats in [0, 1), got {self.adam_betas!r}")
         if self.schedule == "linear" and self.max_steps is None and self.time_budget_s is None:
-            raise ValueError("schedule='linear' decays to zero at the end of the budget, so it needs max_steps or "
-                             "time_budget_s; got neither")  # fmt: skip
-        if self.schedule == "linear" and self.max_steps is not None and self.warmup_steps >= self.max_steps:
-            raise ValueError(f"schedule='linear' needs max_steps > warmup_steps; got max_steps={self.max_steps}, "
-                             f"warmup_steps={self.warmup_steps}")  # fmt: skip
-        if self.monitor is None and (self.patience, self.target, self.best_checkpoint_path) != (None, None, None):
-            raise ValueError("patience, target and best_checkpoint_path need monitor= (the metric to watch)")
+            raise ValueError(
+                "schedule='linear' decays to zero at the end of the budget, so it needs max_steps "
+                "or time_budget_s; got neither"
+            )
+        if (
+            self.schedule == "linear"
+            and self.max_steps is not None
+            and self.warmup_steps >= self.max_steps
+        ):
+            raise ValueError(
+                f"schedule='linear' needs max_steps > warmup_steps; "
+                f"got max_steps={self.max_steps}, warmup_steps={self.warmup_steps}"
+            )
+        if self.monitor is None and (self.patience, self.target, self.best_checkpoint_path) != (
+            None,
+            None,
+            None,
+        ):
+            raise ValueError(
+                "patience, target and best_checkpoint_path need monitor= (the metric to watch)"
+            )
 
     def noam_factor(self, d_model: int) -> float:
-        """The Noam ``factor`` that makes the schedule peak at ``lr``: ``lr * sqrt(d_model * warmup_steps)``."""
+        """The Noam ``factor`` that makes the schedule peak at ``lr``: ``lr * sqrt(d_model *
+        warmup_steps)``.
+        """
         return self.lr * math.sqrt(d_model * self.warmup_steps)
 
 
@@ -106,12 +143,15 @@ class TrainResult:
         history: one dict per optimizer step: ``step``, ``epoch``, ``loss`` (mean per target token),
             ``lr``, ``tokens_per_s`` (source + target non-padding tokens, over all processes).
         eval_history: one dict per evaluation: ``step``, ``epoch``, then the metrics.
-        steps, epochs: optimizer steps done (those before a resume included); completed passes over the data.
+        steps, epochs: optimizer steps done (those before a resume included); completed passes over
+            the data.
         train_seconds: time in training steps (data, forward, backward, update).
         stop_reason: ``"max_steps"``, ``"max_epochs"``, ``"time_budget"``, ``"patience"``,
-            ``"target"`` (then ``stopped_early``) or ``"data_exhausted"`` (an epoch yielded no batch).
+            ``"target"`` (then ``stopped_early``) or ``"data_exhausted"`` (an epoch yielded no
+            batch).
         best_metric, best_step: best value of ``monitor`` seen and its step (``None`` without one).
-        world_size, amp: processes that trained together; the mixed precision used (``"auto"`` resolved).
+        world_size, amp: processes that trained together; the mixed precision used (``"auto"``
+            resolved).
     """
 
     history: list[dict[str, float]] = field(default_factory=list)

@@ -1,8 +1,11 @@
-"""Data parallelism (数据并行) with ``torch.distributed``: one process per device, launched by ``torchrun``.
+"""Data parallelism (数据并行) with ``torch.distributed``: one process per device, launched by
+``torchrun``.
 
-``torchrun --nproc_per_node N script.py`` starts ``N`` copies of the program and tells each who it is in
+``torchrun --nproc_per_node N script.py`` starts ``N`` copies of the program and tells each who it
+is in
 ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` (its number on its machine: the GPU it drives). Without
-``torchrun`` every function here describes a single process (rank 0 of 1): the same code runs either way.
+``torchrun`` every function here describes a single process (rank 0 of 1): the same code runs either
+way.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 
 
 class LaunchInfo(NamedTuple):
-    """Who this process is, as ``torchrun`` told it: its global rank, the world size, its rank on this machine."""
+    """Who this process is, as ``torchrun`` told it: its global rank, the world size, its rank on
+    this machine.
+    """
 
     rank: int
     world_size: int
@@ -32,12 +37,16 @@ class LaunchInfo(NamedTuple):
 
 
 def launch_info() -> LaunchInfo | None:
-    """``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``; ``None`` without ``torchrun``, a ``ValueError`` if half-set."""
+    """``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``; ``None`` without ``torchrun``, a ``ValueError``
+    if half-set.
+    """
     present = [name for name in ENV_VARS if name in os.environ]
     if not present:
         return None
     if len(present) < len(ENV_VARS):
-        raise ValueError(f"only {present} of the variables {list(ENV_VARS)} are set: launch with torchrun")
+        raise ValueError(
+            f"only {present} of the variables {list(ENV_VARS)} are set: launch with torchrun"
+        )
     try:
         info = LaunchInfo(*(int(os.environ[name]) for name in ENV_VARS))
     except ValueError:
@@ -49,12 +58,16 @@ def launch_info() -> LaunchInfo | None:
 
 
 def is_distributed() -> bool:
-    """Whether this process has joined a process group (:func:`~.init_distributed` ran under ``torchrun``)."""
+    """Whether this process has joined a process group (:func:`~.init_distributed` ran under
+    ``torchrun``).
+    """
     return dist.is_available() and dist.is_initialized()
 
 
 def _this_process() -> tuple[int, int]:
-    """(rank, world size): from the process group if joined, else from ``torchrun``'s variables, else (0, 1)."""
+    """(rank, world size): from the process group if joined, else from ``torchrun``'s variables,
+    else (0, 1).
+    """
     if is_distributed():
         return dist.get_rank(), dist.get_world_size()
     info = launch_info()
@@ -78,12 +91,15 @@ def local_rank() -> int:
 
 
 def is_main_process() -> bool:
-    """``True`` on rank 0 (and in a plain single process): the process that prints and writes files."""
+    """``True`` on rank 0 (and in a plain single process): the process that prints and writes
+    files.
+    """
     return rank() == 0
 
 
 def init_distributed(device: torch.device | str = "cpu") -> torch.device:
-    """Join the process group when launched by ``torchrun``; return the device this process must use.
+    """Join the process group when launched by ``torchrun``; return the device this process must
+    use.
 
     On CUDA the backend is NCCL and the process drives ``cuda:LOCAL_RANK``; on the CPU it is gloo;
     other devices have none. Without ``torchrun``, or once joined, it only returns the device.
@@ -93,16 +109,24 @@ def init_distributed(device: torch.device | str = "cpu") -> torch.device:
     if info is None:
         return device
     if not dist.is_available():
-        raise RuntimeError("this PyTorch build has no torch.distributed support; run without torchrun")
+        raise RuntimeError(
+            "this PyTorch build has no torch.distributed support; run without torchrun"
+        )
     if device.type == "cuda":
         count = torch.cuda.device_count()
         if info.local_rank >= count:
-            raise ValueError(f"LOCAL_RANK={info.local_rank} but only {count} CUDA device(s) are visible")
+            raise ValueError(
+                f"LOCAL_RANK={info.local_rank} but only {count} CUDA device(s) are visible"
+            )
         device = torch.device("cuda", info.local_rank)
         torch.cuda.set_device(device)
     elif device.type != "cpu":
-        raise ValueError(f"device={str(device)!r}: torch.distributed has no backend for {device.type}; use cpu or cuda")
-    if not dist.is_initialized():  # its env:// rendezvous names a missing MASTER_ADDR or MASTER_PORT itself
+        raise ValueError(
+            f"device={str(device)!r}: torch.distributed has no backend for {device.type}; use cpu "
+            "or cuda"
+        )
+    # its env:// rendezvous names a missing MASTER_ADDR or MASTER_PORT itself
+    if not dist.is_initialized():
         nccl = device.type == "cuda"
         dist.init_process_group("nccl" if nccl else "gloo", device_id=device if nccl else None)
     return device
@@ -115,7 +139,9 @@ def barrier() -> None:
 
 
 def broadcast_object(obj: T, src: int = 0) -> T:
-    """Rank ``src``'s ``obj`` on every rank (picklable objects; a single process gets ``obj`` back)."""
+    """Rank ``src``'s ``obj`` on every rank (picklable objects; a single process gets ``obj``
+    back).
+    """
     if not is_distributed():
         return obj
     holder: list[Any] = [obj]
@@ -134,7 +160,9 @@ def all_gather_object(obj: T) -> list[T]:
 
 @contextlib.contextmanager
 def main_process_first(local: bool = True) -> Iterator[None]:
-    """Run the body on each machine's first process (``local=False``: rank 0) first, then on the others."""
+    """Run the body on each machine's first process (``local=False``: rank 0) first, then on the
+    others.
+    """
     first = (local_rank() if local else rank()) == 0
     if not first:
         barrier()
@@ -148,13 +176,16 @@ def main_process_first(local: bool = True) -> Iterator[None]:
 def shard_batches(
     batches: Iterable[T], rank: int | None = None, world_size: int | None = None, tail: str = "drop"
 ) -> Iterator[T]:
-    """The share of ``batches`` of one rank: items ``rank, rank + W, rank + 2W, ...`` (``W = world_size``).
+    """The share of ``batches`` of one rank: items ``rank, rank + W, rank + 2W, ...`` (``W =
+    world_size``).
 
-    Every rank must pass the **same** sequence; it is read lazily, ``W`` items at a time. A last group of
-    fewer than ``W`` is left out (``tail="drop"``) or completed with the first items (``"pad"``, as
-    ``DistributedSampler`` does): every rank gets as many items, so that no collective operation waits
-    forever for a rank that ran out. ``rank`` and ``world_size`` default to this process's. For example
-    ``shard_batches(range(7), rank=1, world_size=3)`` gives ``1, 4`` (with ``tail="pad"``: ``1, 4, 0``).
+    Every rank must pass the **same** sequence; it is read lazily, ``W`` items at a time. A last
+    group of fewer than ``W`` is left out (``tail="drop"``) or completed with the first items
+    (``"pad"``, as
+    ``DistributedSampler`` does): every rank gets as many items, so that no collective operation
+    waits forever for a rank that ran out. ``rank`` and ``world_size`` default to this process's.
+    For example ``shard_batches(range(7), rank=1, world_size=3)`` gives ``1, 4`` (with
+    ``tail="pad"``: ``1, 4, 0``).
     """
     this_rank, this_size = _this_process()
     size = check_positive_int("world_size", this_size if world_size is None else world_size)
@@ -181,7 +212,11 @@ def _shard(items: Iterator[T], index: int, size: int, tail: str) -> Iterator[T]:
 
 
 def cleanup() -> None:
-    """Leave the process group (a no-op when there is none). Call it once at the end of the program."""
+    """Leave the process group (a no-op when there is none). Call it once at the end of the
+    program.
+    """
     if is_distributed():
-        gc.collect()  # DistributedDataParallel sits in a reference cycle (via its constructor's frame): free it now
+        # DistributedDataParallel sits in a reference cycle (via its constructor's frame): free it
+        # now
+        gc.collect()
         dist.destroy_process_group()

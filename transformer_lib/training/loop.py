@@ -1,6 +1,7 @@
 """The training loop (训练循环): teacher forcing, label smoothing, Adam with a warm-up schedule.
 
-:func:`~.train` is one loop over a :class:`~.TrainState`; each group of ``grad_accum`` batches (under
+:func:`~.train` is one loop over a :class:`~.TrainState`; each group of ``grad_accum`` batches
+(under
 ``torchrun``, this rank's: :func:`~.shard_batches`) is one :func:`~.optimizer_step`.
 """
 
@@ -36,7 +37,7 @@ from .state import TrainState, load_training_state, rng_state, save_training_sta
 from .step import Optimization, StepSetup, optimizer_step, wrap_for_ranks
 
 TrainData = Iterable[Batch] | Callable[[int], Iterable[Batch]]
-"""Either a re-iterable of :class:`~.Batch` (the same batches every epoch) or ``epoch -> iterable``."""
+"""A re-iterable of :class:`~.Batch` (the same batches every epoch), or ``epoch -> iterable``."""
 Evaluate = Callable[[nn.Module], dict[str, float]]
 
 
@@ -53,34 +54,52 @@ def train(
     """Train ``model`` with teacher forcing; return the run's :class:`~.TrainResult`.
 
     Args:
-        train_data: one epoch's batches, or ``epoch -> batches`` (from 0; for an exact resume, a function of the
-            epoch only), e.g. ``lambda epoch: batch_loader(pairs, 4000, pad, bos, eos, seed=epoch)``.
-        evaluate: ``model -> {metric: value}``, run in eval mode every ``eval_every`` steps (or epoch) and at the end.
+        train_data: one epoch's batches, or ``epoch -> batches`` (from 0; for an exact resume, a
+            function of the
+            epoch only), e.g. ``lambda epoch: batch_loader(pairs, 4000, pad, bos, eos,
+                seed=epoch)``.
+        evaluate: ``model -> {metric: value}``, run in eval mode every ``eval_every`` steps (or
+            epoch) and at the end.
         resume_from: a ``checkpoint_path`` (or directory) an earlier call wrote: training continues
             as if it had never stopped (weights, Adam, schedule, random generators, data position).
         metadata: JSON-serialisable extra metadata stored in every checkpoint (e.g. a tokenizer).
-        forward: ``(model, batch) -> logits (B, T, V)``, for a model other than :class:`~.Transformer`.
+        forward: ``(model, batch) -> logits (B, T, V)``, for a model other than
+            :class:`~.Transformer`.
 
     Under ``torchrun`` every rank calls ``train`` with the same arguments and batches; a step takes
-    ``grad_accum`` batches per rank, ``history``'s losses are over all ranks, rank 0's metrics decide
-    early stopping, and ``resume_from`` needs a run of as many processes.
+    ``grad_accum`` batches per rank, ``history``'s losses are over all ranks, rank 0's metrics
+    decide early stopping, and ``resume_from`` needs a run of as many processes.
     """
     _check_arguments(model, train_data, config, evaluate, resume_from)
     run = _Run(model, config, torch.device(device), evaluate, metadata, forward, resume_from)
-    # tqdm reads TQDM_DISABLE=1 as the default of its argument: pass disable only to switch the bar off.
+    # tqdm reads TQDM_DISABLE=1 as the default of its argument: pass disable only to switch the bar
+    # off.
     off = {"disable": True} if not config.progress or run.rank != 0 else {}
-    bar = tqdm(total=config.max_steps, initial=run.state.step, unit="step", file=sys.stderr, dynamic_ncols=True, **off)
+    bar = tqdm(
+        total=config.max_steps,
+        initial=run.state.step,
+        unit="step",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        **off,
+    )
     with bar:
         while not run.finished():
-            batches = run.epoch_batches(train_data)  # this rank's share, past those a resumed run has seen
-            while (group := run.next_group(batches)) is not None:  # grad_accum batches; None: epoch over
+            # this rank's share, past those a resumed run has seen
+            batches = run.epoch_batches(train_data)
+            # grad_accum batches; None: epoch over
+            while (group := run.next_group(batches)) is not None:
                 run.step(group, bar)  # optimizer_step, then the history and the progress bar
                 if config.eval_every is not None and run.state.step % config.eval_every == 0:
                     run.evaluation()  # early stopping may end the run
                 if run.finished():  # early stopping, max_steps, time_budget_s
                     break
-                if config.checkpoint_every is not None and run.state.step % config.checkpoint_every == 0:
-                    run.save(config.checkpoint_path)  # after the evaluation: a run resumed here does not miss it
+                if (
+                    config.checkpoint_every is not None
+                    and run.state.step % config.checkpoint_every == 0
+                ):
+                    # after the evaluation: a run resumed here does not miss it
+                    run.save(config.checkpoint_path)
             run.end_epoch()
         run.finish()
     run.save(config.checkpoint_path)
@@ -88,22 +107,34 @@ def train(
 
 
 def _check_arguments(
-    model: nn.Module, train_data: TrainData, config: TrainConfig, evaluate: Evaluate | None, resume_from: object
+    model: nn.Module,
+    train_data: TrainData,
+    config: TrainConfig,
+    evaluate: Evaluate | None,
+    resume_from: object,
 ) -> None:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch nn.Module, got {type(model).__name__}")
     if not callable(train_data) and not isinstance(train_data, Iterable):
-        raise TypeError(f"train_data must be batches or a callable epoch -> batches, got {type(train_data).__name__}")
+        raise TypeError(
+            "train_data must be batches or a callable epoch -> batches, got "
+            f"{type(train_data).__name__}"
+        )
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     if evaluate is not None and not callable(evaluate):
-        raise TypeError(f"evaluate must be a callable model -> dict of metrics, got {type(evaluate).__name__}")
+        raise TypeError(
+            f"evaluate must be a callable model -> dict of metrics, got {type(evaluate).__name__}"
+        )
     if config.monitor is not None and evaluate is None:
-        raise ValueError(f"monitor={config.monitor!r} needs evaluate= (a callable model -> dict of metrics)")
+        raise ValueError(
+            f"monitor={config.monitor!r} needs evaluate= (a callable model -> dict of metrics)"
+        )
     saves = [config.checkpoint_path, config.best_checkpoint_path, resume_from]
     if any(p is not None for p in saves) and not isinstance(model, Transformer):
         raise TypeError(
-            "checkpoint_path, best_checkpoint_path and resume_from need a transformer_lib.Transformer "
+            "checkpoint_path, best_checkpoint_path and resume_from need a "
+            "transformer_lib.Transformer "
             f"(its checkpoint stores its config), got {type(model).__name__}"
         )
 
@@ -119,7 +150,9 @@ class _Group:
 
 
 class _Run:
-    """One call of :func:`~.train`: the model, its optimizer, and where the run stands (``state``)."""
+    """One call of :func:`~.train`: the model, its optimizer, and where the run stands
+    (``state``).
+    """
 
     def __init__(
         self,
@@ -133,50 +166,85 @@ class _Run:
     ) -> None:
         amp = resolve_amp(config.amp, device)  # "auto": what pays on this device
         if amp == "fp16" and device.type != "cuda":
-            raise ValueError(f"amp='fp16' needs a CUDA device (a GradScaler); use 'bf16' or 'none' on {device}")
+            raise ValueError(
+                f"amp='fp16' needs a CUDA device (a GradScaler); use 'bf16' or 'none' on {device}"
+            )
         self.metadata = dict(metadata or {})
         try:
             json.dumps(self.metadata)
         except TypeError as error:
             raise TypeError(f"metadata must be JSON-serialisable: {error}") from None
         self.distributed = is_distributed()
-        self.rank, self.world = (dist.get_rank(), dist.get_world_size()) if self.distributed else (0, 1)
+        self.rank, self.world = (
+            (dist.get_rank(), dist.get_world_size()) if self.distributed else (0, 1)
+        )
         if self.distributed and dist.get_backend() == "nccl" and device.type != "cuda":
-            raise ValueError(f"the process group uses NCCL, which needs CUDA tensors, but device={str(device)!r}")
-        self.model, self.config, self.device, self.evaluate = model.to(device), config, device, evaluate
-        self.state = TrainState(world_size=self.world, result=TrainResult(world_size=self.world, amp=amp))
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=config.adam_betas, eps=config.adam_eps)
+            raise ValueError(
+                f"the process group uses NCCL, which needs CUDA tensors, but device={str(device)!r}"
+            )
+        self.model, self.config, self.device, self.evaluate = (
+            model.to(device),
+            config,
+            device,
+            evaluate,
+        )
+        self.state = TrainState(
+            world_size=self.world, result=TrainResult(world_size=self.world, amp=amp)
+        )
+        optimizer = torch.optim.Adam(
+            model.parameters(), lr=config.lr, betas=config.adam_betas, eps=config.adam_eps
+        )
         scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
         self.parts = Optimization(optimizer, self._scheduler(optimizer), scaler)
         self.stop = False  # early stopping or a step limit ended the run
         if resume_from is not None:
-            self.state = load_training_state(resume_from, model, self.parts, device, self.rank, self.world)
+            self.state = load_training_state(
+                resume_from, model, self.parts, device, self.rank, self.world
+            )
             # This call's config decides when to stop.
-            self.state.result = replace(self.state.result, stop_reason="", stopped_early=False, amp=amp)
+            self.state.result = replace(
+                self.state.result, stop_reason="", stopped_early=False, amp=amp
+            )
         else:
             set_seed(config.seed + self.rank)  # rank 0 (and a single process): config.seed
-        ddp = wrap_for_ranks(model, device) if self.distributed else model  # after loading: DDP copies rank 0's weights
-        self.setup = StepSetup(ddp, self.parts, device, amp, forward, config.label_smoothing, config.clip_norm)
+        # after loading: DDP copies rank 0's weights
+        ddp = wrap_for_ranks(model, device) if self.distributed else model
+        self.setup = StepSetup(
+            ddp, self.parts, device, amp, forward, config.label_smoothing, config.clip_norm
+        )
         model.train()
 
     def _scheduler(self, optimizer: torch.optim.Optimizer) -> LambdaLR:
         config = self.config
         if config.schedule == "linear":  # it also decays with the share of time_budget_s spent
             budget = config.time_budget_s
-            time_used = None if budget is None else (lambda: self.state.result.train_seconds / budget)
-            return linear_decay_schedule(optimizer, config.lr, config.warmup_steps, config.max_steps, time_used)
-        # The width the Noam formula is written with; it cancels out of the peak rate (1 when unknown).
+            time_used = (
+                None if budget is None else (lambda: self.state.result.train_seconds / budget)
+            )
+            return linear_decay_schedule(
+                optimizer, config.lr, config.warmup_steps, config.max_steps, time_used
+            )
+        # The width the Noam formula is written with; it cancels out of the peak rate (1 when
+        # unknown).
         model = self.model
-        d_model = int(getattr(getattr(model, "config", None), "d_model", None) or getattr(model, "d_model", None) or 1)
+        d_model = int(
+            getattr(getattr(model, "config", None), "d_model", None)
+            or getattr(model, "d_model", None)
+            or 1
+        )
         return noam_schedule(optimizer, d_model, config.warmup_steps, config.noam_factor(d_model))
 
     def finished(self) -> bool:
-        """Whether a step, epoch or time limit is reached (setting ``stop_reason``), or a step decided to stop."""
+        """Whether a step, epoch or time limit is reached (setting ``stop_reason``), or a step
+        decided to stop.
+        """
         config, state = self.config, self.state
         limits = (
-            ("max_steps", config.max_steps, state.step), ("max_epochs", config.max_epochs, state.epoch),
-            ("time_budget", config.time_budget_s, state.result.train_seconds),  # a run resumed at its end
-        )  # fmt: skip
+            ("max_steps", config.max_steps, state.step),
+            ("max_epochs", config.max_epochs, state.epoch),
+            # a run resumed at its end
+            ("time_budget", config.time_budget_s, state.result.train_seconds),
+        )
         for reason, limit, count in limits:
             if not self.stop and limit is not None and count >= limit:
                 state.result.stop_reason, self.stop = reason, True
@@ -185,21 +253,26 @@ class _Run:
     def epoch_batches(self, train_data: TrainData) -> Iterator[Batch]:
         source = train_data(self.state.epoch) if callable(train_data) else train_data
         batches = shard_batches(source, self.rank, self.world) if self.distributed else iter(source)
-        for _ in range(self.state.batch_in_epoch):  # skipped before the clock of the first step starts
+        # skipped before the clock of the first step starts
+        for _ in range(self.state.batch_in_epoch):
             next(batches, None)
         return batches
 
     def next_group(self, batches: Iterator[Batch]) -> _Group | None:
-        """The next ``grad_accum`` batches; ``None`` at the end of the epoch, on every rank as soon as one rank
-        runs out (under ``torchrun``, a rank that stepped alone would wait forever for the others' gradients).
+        """The next ``grad_accum`` batches; ``None`` at the end of the epoch, on every rank as soon
+        as one rank runs out (under ``torchrun``, a rank that stepped alone would wait forever for
+        the others' gradients).
         """
         started = time.perf_counter()
         group = list(islice(batches, self.config.grad_accum))
         if not all(isinstance(batch, Batch) for batch in group):
-            raise TypeError(f"train_data must yield Batch objects, got {[type(b).__name__ for b in group]}")
+            raise TypeError(
+                f"train_data must yield Batch objects, got {[type(b).__name__ for b in group]}"
+            )
         target = sum(b.num_tokens for b in group)  # counted on the host, before the batches move
         counts = [int(bool(group)), target, target + sum(b.num_src_tokens for b in group)]
-        if self.distributed:  # [ranks that still have data, target tokens, all tokens], summed over the ranks
+        # [ranks that still have data, target tokens, all tokens], summed over the ranks
+        if self.distributed:
             summed = torch.tensor(counts, dtype=torch.long, device=self.device)
             dist.all_reduce(summed)
             counts = summed.tolist()
@@ -208,7 +281,9 @@ class _Run:
         return _Group(group, counts[1], counts[2], started)
 
     def step(self, group: _Group, bar: tqdm) -> None:
-        """One optimizer step over the group; count it, add it to the history and to the progress bar."""
+        """One optimizer step over the group; count it, add it to the history and to the progress
+        bar.
+        """
         state, result = self.state, self.state.result
         lr = self.parts.optimizer.param_groups[0]["lr"]  # the rate this step uses
         loss = optimizer_step(self.setup, group.batches, group.target_tokens)
@@ -223,9 +298,13 @@ class _Run:
             dist.all_reduce(clock, op=dist.ReduceOp.MAX)
             result.train_seconds = float(clock.item())
         tokens_per_s = group.tokens / elapsed if elapsed > 0 else math.nan
-        result.history.append(dict(step=state.step, epoch=state.epoch, loss=loss, lr=lr, tokens_per_s=tokens_per_s))
+        result.history.append(
+            dict(step=state.step, epoch=state.epoch, loss=loss, lr=lr, tokens_per_s=tokens_per_s)
+        )
         bar.update(1)
-        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:.0f}", refresh=False)
+        bar.set_postfix(
+            loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:.0f}", refresh=False
+        )
 
     def end_epoch(self) -> None:
         """Count the epoch (and evaluate when ``eval_every`` is None)."""
@@ -241,14 +320,18 @@ class _Run:
             self.evaluation()
 
     def finish(self) -> None:
-        """A last evaluation, unless the last step was just evaluated or early stopping ended the run."""
+        """A last evaluation, unless the last step was just evaluated or early stopping ended the
+        run.
+        """
         state = self.state
         if state.last_eval_step != state.step and not state.result.stopped_early:
             self.evaluation()
         state.result.epochs = state.epoch
 
     def evaluation(self) -> None:
-        """Evaluate (when ``train`` got ``evaluate``) and update best/patience: early stopping sets ``stop``."""
+        """Evaluate (when ``train`` got ``evaluate``) and update best/patience: early stopping sets
+        ``stop``.
+        """
         if self.evaluate is None:
             return
         with eval_mode(self.model):
@@ -256,7 +339,8 @@ class _Run:
         if not isinstance(metrics, dict):
             raise TypeError(f"evaluate must return a dict of metrics, got {type(metrics).__name__}")
         metrics = {k: float(v) for k, v in metrics.items()}
-        if self.distributed:  # every rank evaluated; rank 0's numbers decide, so that every rank decides alike
+        # every rank evaluated; rank 0's numbers decide, so that every rank decides alike
+        if self.distributed:
             metrics = broadcast_object(metrics)
         row = {"step": self.state.step, "epoch": self.state.epoch, **metrics}
         self.state.result.eval_history.append(row)
@@ -265,10 +349,14 @@ class _Run:
             self.stop = True
 
     def _early_stop(self, metrics: dict[str, float], row: dict[str, float]) -> bool:
-        """Track the best ``monitor`` value (saving the best model); ``True`` when ``target`` or ``patience`` stops."""
+        """Track the best ``monitor`` value (saving the best model); ``True`` when ``target`` or
+        ``patience`` stops.
+        """
         config, state, result = self.config, self.state, self.state.result
         if config.monitor not in metrics:
-            raise ValueError(f"monitor={config.monitor!r} is not among evaluate's metrics {sorted(metrics)}")
+            raise ValueError(
+                f"monitor={config.monitor!r} is not among evaluate's metrics {sorted(metrics)}"
+            )
         sign = 1 if config.mode == "max" else -1  # larger is better when sign * value is larger
         value = metrics[config.monitor]
         better = result.best_metric is None or sign * value > sign * result.best_metric
@@ -292,5 +380,7 @@ class _Run:
             return
         rank_rngs = all_gather_object(rng_state()) if self.distributed else [rng_state()]
         if self.rank == 0:
-            save_training_state(Path(path), self.model, self.parts, self.state, self.metadata, rank_rngs)
+            save_training_state(
+                Path(path), self.model, self.parts, self.state, self.metadata, rank_rngs
+            )
         barrier()

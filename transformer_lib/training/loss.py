@@ -1,4 +1,6 @@
-"""The loss of teacher-forced training, and the validation loss: cross-entropy over non-padding tokens."""
+"""The loss of teacher-forced training, and the validation loss: cross-entropy over non-padding
+tokens.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from ..data.batching import Batch
 from ..eval_mode import eval_mode
 
 BatchForward = Callable[[nn.Module, Batch], Tensor]
-"""``(model, batch) -> logits (B, T, V)``: how a model reads a batch (see :func:`~.batch_logits`)."""
+"""``(model, batch) -> logits (B, T, V)``: how a model reads a batch (:func:`~.batch_logits`)."""
 
 
 def batch_logits(model: nn.Module, batch: Batch) -> Tensor:
@@ -26,9 +28,14 @@ def batch_logits(model: nn.Module, batch: Batch) -> Tensor:
 
 
 def sequence_loss(
-    logits: Tensor, target: Tensor, pad_id: int, label_smoothing: float = 0.0, reduction: str = "mean"
+    logits: Tensor,
+    target: Tensor,
+    pad_id: int,
+    label_smoothing: float = 0.0,
+    reduction: str = "mean",
 ) -> Tensor:
-    """Cross-entropy of ``logits`` against ``target``, ignoring padding positions, computed in float32.
+    """Cross-entropy of ``logits`` against ``target``, ignoring padding positions, computed in
+    float32.
 
     With label smoothing ``eps`` over ``K`` classes, each target position contributes
     ``(1 - eps) * (-log p_y) + eps / K * sum_k (-log p_k)`` (``F.cross_entropy``'s definition:
@@ -40,8 +47,8 @@ def sequence_loss(
     """
     if logits.dim() != 3 or target.shape != logits.shape[:2]:
         raise ValueError(
-            f"logits must be (B, T, V) and target (B, T) with the same B, T; got {tuple(logits.shape)} "
-            f"and {tuple(target.shape)}"
+            "logits must be (B, T, V) and target (B, T) with the same B, T; got "
+            f"{tuple(logits.shape)} and {tuple(target.shape)}"
         )
     return F.cross_entropy(
         logits.float().flatten(0, 1),  # (B, T, V) -> (B*T, V)
@@ -58,7 +65,9 @@ def evaluate_loss(
     device: torch.device | str | None = None,
     forward: BatchForward = batch_logits,
 ) -> dict[str, float]:
-    """Mean negative log-likelihood per target token, unsmoothed: ``{"loss", "perplexity", "tokens"}``."""
+    """Mean negative log-likelihood per target token, unsmoothed: ``{"loss", "perplexity",
+    "tokens"}``.
+    """
     device = torch.device(device) if device is not None else next(model.parameters()).device
     total, tokens = 0.0, 0
     with eval_mode(model):

@@ -1,8 +1,9 @@
 """The complete state of a training run, saved so that :func:`~.train` resumes exactly.
 
-A checkpoint is two files, each written atomically: the model (:func:`~.save_checkpoint`) and, beside it
-(:func:`~.train_state_path`), Adam, the schedule, the scaler, every rank's random generators and the loop's
-:class:`~.TrainState`. A **checkpoint directory** keeps the newest whole ``step-0000040.*`` pair.
+A checkpoint is two files, each written atomically: the model (:func:`~.save_checkpoint`) and,
+beside it (:func:`~.train_state_path`), Adam, the schedule, the scaler, every rank's random
+generators and the loop's :class:`~.TrainState`. A **checkpoint directory** keeps the newest whole
+``step-0000040.*`` pair.
 """
 
 from __future__ import annotations
@@ -28,39 +29,60 @@ STATE_FORMAT = "transformer_lib.train_state.v3"
 
 @dataclass
 class TrainState:
-    """Where a run of :func:`~.train` stands: what a checkpoint saves and ``resume_from`` restores."""
+    """Where a run of :func:`~.train` stands: what a checkpoint saves and ``resume_from``
+    restores.
+    """
 
     step: int = 0  # optimizer steps done, those before a resume included
     epoch: int = 0  # completed passes over the data
-    batch_in_epoch: int = 0  # batches of this epoch already trained on (this rank's): a resumed run skips them
+    # batches of this epoch already trained on (this rank's): a resumed run skips them
+    batch_in_epoch: int = 0
     bad_evals: int = 0  # evaluations in a row without improving config.monitor (for patience)
     last_eval_step: int = -1  # -1: no evaluation yet
     world_size: int = 1  # processes training together: a resume needs as many
-    result: TrainResult = field(default_factory=TrainResult)  # what the run returns: histories, best metric, ...
+    # what the run returns: histories, best metric, ...
+    result: TrainResult = field(default_factory=TrainResult)
 
 
 def train_state_path(checkpoint_path: str | os.PathLike[str]) -> Path:
-    """The training-state file beside a model file: ``run.safetensors`` (or ``run``) -> ``run.train_state.pt``."""
+    """The training-state file beside a model file: ``run.safetensors`` (or ``run``) ->
+    ``run.train_state.pt``.
+    """
     path = Path(checkpoint_path)
     stem = path.stem if path.suffix == ".safetensors" else path.name
     return path.with_name(stem + ".train_state.pt")
 
 
 def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
-    """The newest whole checkpoint of a checkpoint directory (model and training state both written), or ``None``."""
+    """The newest whole checkpoint of a checkpoint directory (model and training state both
+    written), or ``None``.
+    """
     files = Path(directory).glob("step-*.safetensors")
-    found = [(int(f.stem[5:]), f) for f in files if f.stem[5:].isdigit() and train_state_path(f).is_file()]
+    found = [
+        (int(f.stem[5:]), f)
+        for f in files
+        if f.stem[5:].isdigit() and train_state_path(f).is_file()
+    ]
     return max(found)[1] if found else None  # by step, after "step-"
 
 
 def rng_state() -> dict[str, Any]:
-    """The random-number generators of this process (PyTorch, CUDA, NumPy, Python), as tensors and plain values."""
+    """The random-number generators of this process (PyTorch, CUDA, NumPy, Python), as tensors and
+    plain values.
+    """
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     return {
-        "torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
-        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
+        "numpy": [
+            kind,
+            torch.from_numpy(keys.astype(np.int64)),
+            int(pos),
+            int(has_gauss),
+            float(cached),
+        ],
         "python": random.getstate(),
-    }  # fmt: skip
+    }
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
@@ -82,17 +104,21 @@ def save_training_state(
     metadata: dict[str, Any],
     rank_rngs: list[dict[str, Any]],
 ) -> None:
-    """Write the training state, then the model (both record the step: a resume detects a crash between the two
-    writes); ``rank_rngs``: every rank's :func:`~.rng_state`, in rank order.
+    """Write the training state, then the model (both record the step: a resume detects a crash
+    between the two writes); ``rank_rngs``: every rank's :func:`~.rng_state`, in rank order.
     """
     step, target = train_state.step, Path(path)
     in_directory = target.is_dir()
     path = target / f"step-{step:07d}.safetensors" if in_directory else target
     state = {
-        "format": STATE_FORMAT, "loop": asdict(train_state), "optimizer": parts.optimizer.state_dict(),
-        "scheduler": parts.scheduler.state_dict(),  # its lambdas are code: saved as None, rebuilt on resume
-        "scaler": parts.scaler.state_dict() if parts.scaler is not None else None, "rng": rank_rngs,
-    }  # fmt: skip
+        "format": STATE_FORMAT,
+        "loop": asdict(train_state),
+        "optimizer": parts.optimizer.state_dict(),
+        # its lambdas are code: saved as None, rebuilt on resume
+        "scheduler": parts.scheduler.state_dict(),
+        "scaler": parts.scaler.state_dict() if parts.scaler is not None else None,
+        "rng": rank_rngs,
+    }
     atomic_write(train_state_path(path), lambda tmp: torch.save(state, tmp))
     training = {"step": step, "epoch": train_state.epoch, "world_size": train_state.world_size}
     save_checkpoint(model, path, **{**metadata, "training": training})
@@ -105,13 +131,18 @@ def save_training_state(
 def _read_state(path: Path, mmap: bool = False) -> dict[str, Any]:
     state_file = train_state_path(path)
     if not state_file.is_file():
-        raise FileNotFoundError(f"resume_from={str(path)!r} has no training state beside it (a model-only checkpoint)")
+        raise FileNotFoundError(
+            f"resume_from={str(path)!r} has no training state beside it (a model-only checkpoint)"
+        )
     try:
         state = torch.load(state_file, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as error:  # a truncated file, or one that is not a torch.save archive
         raise ValueError(f"training state {str(state_file)!r} could not be read: {error}") from None
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise ValueError(f"{str(state_file)!r} was not written by this version of train() (format {STATE_FORMAT})")
+        raise ValueError(
+            f"{str(state_file)!r} was not written by this version of train() (format "
+            f"{STATE_FORMAT})"
+        )
     return state
 
 
@@ -121,7 +152,9 @@ def _check_matches(path: Path, model: nn.Module, state: dict[str, Any], world_si
         raise ValueError(f"{where} holds a model of config {config}, not {model.config}")
     saved_world = state["loop"].get("world_size", 1)
     if saved_world != world_size:  # each rank's share of the data depends on the number of ranks
-        raise ValueError(f"{where} was written by {saved_world} process(es), this run has {world_size}")
+        raise ValueError(
+            f"{where} was written by {saved_world} process(es), this run has {world_size}"
+        )
     step, model_step = state["loop"]["step"], metadata.get("training", {}).get("step")
     if model_step != step:
         raise ValueError(f"{where}: model of step {model_step}, training state of step {step}")
@@ -131,12 +164,16 @@ def _resolve(path: Path) -> Path:
     """``path``, or the newest whole checkpoint when ``path`` is a checkpoint directory."""
     newest = latest_checkpoint(path) if path.is_dir() else path
     if newest is None:
-        raise FileNotFoundError(f"resume_from={str(path)!r} is a directory without a checkpoint (a step-N pair)")
+        raise FileNotFoundError(
+            f"resume_from={str(path)!r} is a directory without a checkpoint (a step-N pair)"
+        )
     return newest
 
 
 def read_loop_state(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Where a saved run (or a directory's newest) stopped: ``step``, ``epoch``, ..., ``result``; tensors not loaded."""
+    """Where a saved run (or a directory's newest) stopped: ``step``, ``epoch``, ..., ``result``;
+    tensors not loaded.
+    """
     return _read_state(_resolve(Path(path)), mmap=True)["loop"]
 
 
@@ -148,17 +185,19 @@ def load_training_state(
     rank: int = 0,
     world_size: int = 1,
 ) -> TrainState:
-    """Restore what :func:`~.save_training_state` wrote into ``model`` and ``parts`` (and rank ``rank``'s random
-    generators); return the loop's state.
+    """Restore what :func:`~.save_training_state` wrote into ``model`` and ``parts`` (and rank
+    ``rank``'s random generators); return the loop's state.
     """
     path = _resolve(Path(path))
     state = _read_state(path)
     _check_matches(path, model, state, world_size)
-    load_model(model, str(path), strict=True, device=str(device))  # it names any missing or unexpected weight
+    # it names any missing or unexpected weight
+    load_model(model, str(path), strict=True, device=str(device))
     parts.optimizer.load_state_dict(state["optimizer"])
     parts.scheduler.load_state_dict(state["scheduler"])
     if parts.scaler is not None and state["scaler"] is not None:
         parts.scaler.load_state_dict(state["scaler"])
     set_rng_state(state["rng"][rank])  # _check_matches made sure there is one per rank
-    loop = state["loop"]  # TrainState as dataclasses.asdict wrote it (and read_loop_state returns it)
+    # TrainState as dataclasses.asdict wrote it (and read_loop_state returns it)
+    loop = state["loop"]
     return TrainState(**{**loop, "result": TrainResult(**loop["result"])})

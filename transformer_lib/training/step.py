@@ -1,4 +1,6 @@
-"""One optimizer step (:func:`~.optimizer_step`): the arithmetic of accumulation and of several ranks."""
+"""One optimizer step (:func:`~.optimizer_step`): the arithmetic of accumulation and of several
+ranks.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from torch.optim.lr_scheduler import LambdaLR
 from ..data.batching import Batch
 from .loss import BatchForward, sequence_loss
 
-# The model's buffers (the positional table) never change: DDP need not send them before every forward.
+# The model's buffers (the positional table) never change: DDP need not send them before every
+# forward.
 # PyTorch 2.13 renamed the option; older versions only know broadcast_buffers.
 _NO_BUFFER_SYNC = (
     {"forward_sync_buffers": False}
@@ -27,7 +30,9 @@ _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 @dataclass
 class Optimization:
-    """The optimizer, its learning-rate schedule and (fp16 only) the gradient scaler: a checkpoint saves them."""
+    """The optimizer, its learning-rate schedule and (fp16 only) the gradient scaler: a checkpoint
+    saves them.
+    """
 
     optimizer: torch.optim.Optimizer
     scheduler: LambdaLR
@@ -44,13 +49,18 @@ class StepSetup:
     amp: str  # "none", "bf16" or "fp16": autocast around the forward pass
     forward: BatchForward  # (model, batch) -> logits
     label_smoothing: float
-    clip_norm: float | None = None  # clip the global gradient norm to this value (None: no clipping)
+    # clip the global gradient norm to this value (None: no clipping)
+    clip_norm: float | None = None
 
 
 def wrap_for_ranks(model: nn.Module, device: torch.device) -> DistributedDataParallel:
-    """One replica per process; ``backward()`` then all-reduces (averages) the gradients across the ranks."""
+    """One replica per process; ``backward()`` then all-reduces (averages) the gradients across the
+    ranks.
+    """
     # DDP reads "cuda" without an index as the current CUDA device.
-    return DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None, **_NO_BUFFER_SYNC)
+    return DistributedDataParallel(
+        model, device_ids=[device] if device.type == "cuda" else None, **_NO_BUFFER_SYNC
+    )
 
 
 def optimizer_step(setup: StepSetup, group: list[Batch], target_tokens: int) -> float:
@@ -79,7 +89,9 @@ def optimizer_step(setup: StepSetup, group: list[Batch], target_tokens: int) -> 
         with sync:
             with torch.autocast(setup.device.type, dtype=dtype, enabled=dtype is not None):
                 logits = setup.forward(model, batch)  # (B, T, V)
-            loss = sequence_loss(logits, batch.tgt_out, batch.pad_id, setup.label_smoothing, reduction="sum")
+            loss = sequence_loss(
+                logits, batch.tgt_out, batch.pad_id, setup.label_smoothing, reduction="sum"
+            )
             scaled = loss * world / target_tokens
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
         total += loss.detach()

@@ -1,7 +1,8 @@
-"""German-to-English translation on Multi30k, end to end: data (:mod:`.data`), training and checkpoint
-averaging (:mod:`.train`), greedy and beam search scored by sacreBLEU (:mod:`.score`, with the whole
-pipeline, :func:`~.run_translation`), all set by one :class:`~.TranslationConfig` (:mod:`.profiles`);
-a run stopped midway resumes from its checkpoint directory (:mod:`.checkpoints`).
+"""German-to-English translation on Multi30k, end to end: data (:mod:`.data`), training and
+checkpoint averaging (:mod:`.train`), greedy and beam search scored by sacreBLEU (:mod:`.score`,
+with the whole pipeline, :func:`~.run_translation`), all set by one :class:`~.TranslationConfig`
+(:mod:`.profiles`); a run stopped midway resumes from its checkpoint directory
+(:mod:`.checkpoints`).
 """
 
 from .checkpoints import ResumeError

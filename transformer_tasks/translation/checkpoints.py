@@ -25,30 +25,49 @@ from .profiles import SECTIONS, TranslationConfig
 
 DEFAULT_EVERY = 100  # steps between two states when the run evaluates once per epoch
 # Settings a resumed run may change: none of them changes the trained weights.
-MAY_DIFFER = ("train.checkpoint_path", "train.checkpoint_every", "train.progress", "data.test_limit", "decode.")
+MAY_DIFFER = (
+    "train.checkpoint_path",
+    "train.checkpoint_every",
+    "train.progress",
+    "data.test_limit",
+    "decode.",
+)
 
 
 class ResumeError(ValueError):
-    """A checkpoint directory that cannot be used as asked: missing, empty, taken, or another run's."""
+    """A checkpoint directory that cannot be used as asked: missing, empty, taken, or another
+    run's.
+    """
 
 
 def run_identity(config: TranslationConfig) -> dict[str, Any]:
-    """What must be equal for a run to continue another, as ``{"train.lr": 0.002, ...}`` (JSON values)."""
+    """What must be equal for a run to continue another, as ``{"train.lr": 0.002, ...}`` (JSON
+    values).
+    """
     tree = asdict(config)
     flat = {f"{s}.{k}": v for s in SECTIONS for k, v in tree.pop(s).items()} | tree
-    kept = {k: list(v) if isinstance(v, tuple) else v for k, v in flat.items() if not k.startswith(MAY_DIFFER)}
+    kept = {
+        k: list(v) if isinstance(v, tuple) else v
+        for k, v in flat.items()
+        if not k.startswith(MAY_DIFFER)
+    }
     return dict(sorted(kept.items()))
 
 
 class RunDirectory:
-    """A run's checkpoint directory, opened to start a run (it must hold no state) or to continue one."""
+    """A run's checkpoint directory, opened to start a run (it must hold no state) or to continue
+    one.
+    """
 
     def __init__(self, config: TranslationConfig, resume: bool, world: int) -> None:
         if config.train.checkpoint_path is None:
             raise ValueError("a checkpoint directory needs train.checkpoint_path")
         self.identity, self.directory = run_identity(config), Path(config.train.checkpoint_path)
-        train = config.train  # writing a state every checkpoint_every steps (default: at every evaluation)
-        self.train = replace(train, checkpoint_every=train.checkpoint_every or train.eval_every or DEFAULT_EVERY)
+        # writing a state every checkpoint_every steps (default: at every evaluation)
+        train = config.train
+        self.train = replace(
+            train, checkpoint_every=train.checkpoint_every or train.eval_every or DEFAULT_EVERY
+        )
         self.resume_metadata: dict[str, Any] | None = None
         loop: dict[str, Any] = {"step": 0, "epoch": 0, "result": {"eval_history": []}}
         where = f"checkpoint directory {str(self.directory)!r}"
@@ -58,17 +77,24 @@ class RunDirectory:
         if resume and not self.directory.exists():
             raise ResumeError(f"cannot resume: {where} does not exist")
         if resume and newest is None:
-            raise ResumeError(f"cannot resume: {where} holds no state (no step-N.safetensors with its "
-                              "step-N.train_state.pt); start the run without resume")  # fmt: skip
+            raise ResumeError(
+                f"cannot resume: {where} holds no state (no step-N.safetensors with its "
+                "step-N.train_state.pt); start the run without resume"
+            )
         if resume and newest is not None:
             loop = self._check_resumable(newest, world)
         elif newest is not None:
-            raise ResumeError(f"{where} already holds the state of a run ({newest.name}): continue it with resume "
-                              "(--resume), or give an empty or new directory")  # fmt: skip
+            raise ResumeError(
+                f"{where} already holds the state of a run ({newest.name}): "
+                "continue it with resume (--resume), or give an empty or new directory"
+            )
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.step, self.epoch = int(loop["step"]), int(loop["epoch"])  # where the run continues (0, 0: afresh)
-        self.evaluations = len(loop["result"]["eval_history"])  # evaluations done (and snapshots taken)
-        self.resume_from = self.directory if resume else None  # what train() resumes from: its newest state
+        # where the run continues (0, 0: afresh)
+        self.step, self.epoch = int(loop["step"]), int(loop["epoch"])
+        # evaluations done (and snapshots taken)
+        self.evaluations = len(loop["result"]["eval_history"])
+        # what train() resumes from: its newest state
+        self.resume_from = self.directory if resume else None
 
     def _check_resumable(self, newest: Path, world: int) -> dict[str, Any]:
         """Check that the newest state was written by this run; return its loop state."""
@@ -79,31 +105,48 @@ class RunDirectory:
             raise ResumeError(f"cannot resume from {str(newest)!r}: {error}") from None
         saved = metadata.get("run")
         if metadata.get("task") != TASK or not isinstance(saved, dict):
-            raise ResumeError(f"cannot resume: {str(newest)!r} was not written by a translation run")
+            raise ResumeError(
+                f"cannot resume: {str(newest)!r} was not written by a translation run"
+            )
         here = self.identity
-        differences = [f"{k}: {saved.get(k)!r} there, {here.get(k)!r} here" for k in sorted(saved.keys() | here.keys())
-                       if saved.get(k) != here.get(k)]  # fmt: skip
+        differences = [
+            f"{k}: {saved.get(k)!r} there, {here.get(k)!r} here"
+            for k in sorted(saved.keys() | here.keys())
+            if saved.get(k) != here.get(k)
+        ]
         if differences:
-            raise ResumeError(f"cannot resume: {str(self.directory)!r} was written by another run ("
-                              f"{'; '.join(differences)}); resume with the settings that started it, or start a new "
-                              "run in another directory")  # fmt: skip
+            raise ResumeError(
+                f"cannot resume: {str(self.directory)!r} was written by another run "
+                f"({'; '.join(differences)}); resume with the settings that started it, or start a "
+                "new run in another directory"
+            )
         saved_world = metadata.get("training", {}).get("world_size", 1)
         if saved_world != world:
-            raise ResumeError(f"cannot resume: {str(newest)!r} was written by {saved_world} process(es), this run "
-                              f"has {world}")  # fmt: skip
+            raise ResumeError(
+                f"cannot resume: {str(newest)!r} was written by {saved_world} process(es), "
+                f"this run has {world}"
+            )
         self.resume_metadata = metadata
         return loop
 
     def check_tokenizer(self, tokenizer: BPETokenizer) -> None:
-        """A resumed run must have learnt the tokenizer that wrote the state (the same data, the same vocabulary)."""
-        if self.resume_metadata is not None and self.resume_metadata.get("tokenizer") != tokenizer.to_json_str():
+        """A resumed run must have learnt the tokenizer that wrote the state (the same data, the
+        same vocabulary).
+        """
+        if (
+            self.resume_metadata is not None
+            and self.resume_metadata.get("tokenizer") != tokenizer.to_json_str()
+        ):
             raise ResumeError(
-                f"cannot resume: the tokenizer learnt now differs from the one in {str(self.directory)!r}; "
-                f"the training data differ from those of the run that wrote it (another --data-dir?)"
+                "cannot resume: the tokenizer learnt now differs from the one in "
+                f"{str(self.directory)!r}; the training data differ from those of the run that "
+                "wrote it (another --data-dir?)"
             )
 
     def metadata(self, tokenizer: BPETokenizer, decoding: dict[str, Any]) -> dict[str, Any]:
-        """What every state's model file records: :func:`~.checkpoint_metadata` and the run's settings."""
+        """What every state's model file records: :func:`~.checkpoint_metadata` and the run's
+        settings.
+        """
         return {**checkpoint_metadata(tokenizer, decoding), "run": self.identity}
 
     def _snapshot_files(self) -> dict[int, Path]:
@@ -111,8 +154,10 @@ class RunDirectory:
         return {int(p.stem[9:]): p for p in paths if p.stem[9:].isdigit()}  # after "snapshot-"
 
     def restore_snapshots(self, keep: int) -> list[dict[str, torch.Tensor]]:
-        """The snapshots of the last ``keep`` evaluations before the resumed step (none for a new run); later
-        ones (of a run killed between an evaluation and its next state) are removed: they are redone.
+        """The snapshots of the last ``keep`` evaluations before the resumed step (none for a new
+        run); later
+        ones (of a run killed between an evaluation and its next state) are removed: they are
+        redone.
         """
         files = self._snapshot_files()
         if is_main_process():
@@ -122,7 +167,9 @@ class RunDirectory:
         return [load_file(str(files[k])) for k in wanted if k in files]
 
     def save_snapshot(self, weights: dict[str, torch.Tensor], keep: int) -> None:
-        """Write the snapshot of this evaluation and remove those averaging no longer needs (rank 0 writes)."""
+        """Write the snapshot of this evaluation and remove those averaging no longer needs (rank 0
+        writes).
+        """
         self.evaluations += 1
         if keep < 2 or not is_main_process():  # averaging one snapshot is no averaging
             return

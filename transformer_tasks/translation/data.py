@@ -1,4 +1,6 @@
-"""Step 1 of the translation pipeline: the configured slices of Multi30k, a joint tokenizer, token ids."""
+"""Step 1 of the translation pipeline: the configured slices of Multi30k, a joint tokenizer, token
+ids.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +21,19 @@ Pair = tuple[str, str]
 
 
 def checkpoint_metadata(tokenizer: BPETokenizer, decoding: dict[str, Any]) -> dict[str, Any]:
-    """What a translation model file records besides its weights, so that ``translate`` can use it."""
+    """What a translation model file records besides its weights, so that ``translate`` can use
+    it.
+    """
     languages = {"source_language": SOURCE_LANGUAGE, "target_language": TARGET_LANGUAGE}
     return {"task": TASK, **languages, "tokenizer": tokenizer.to_json_str(), "decoding": decoding}
 
 
-def encode_pairs(tokenizer: BPETokenizer, pairs: Sequence[Pair]) -> list[tuple[list[int], list[int]]]:
-    """Token ids of both sides of every pair: ``[(source_ids, target_ids), ...]`` (no bos/eos yet)."""
+def encode_pairs(
+    tokenizer: BPETokenizer, pairs: Sequence[Pair]
+) -> list[tuple[list[int], list[int]]]:
+    """Token ids of both sides of every pair: ``[(source_ids, target_ids), ...]`` (no bos/eos
+    yet).
+    """
     source = tokenizer.encode_batch([de for de, _ in pairs])
     target = tokenizer.encode_batch([en for _, en in pairs])
     return list(zip(source, target, strict=True))
@@ -46,16 +54,28 @@ class TranslationData:
 
 
 def prepare_translation_data(data: dict[str, list[Pair]], config: DataConfig) -> TranslationData:
-    """Slice ``data`` (``{split: [(german, english), ...]}``) as ``config`` says, learn the tokenizer (under
+    """Slice ``data`` (``{split: [(german, english), ...]}``) as ``config`` says, learn the
+    tokenizer (under
     ``torchrun``: rank 0, which sends it to the others), encode.
     """
     train_pairs = data["train"][: config.train_limit]
     if not is_distributed():
         tokenizer = train_translation_tokenizer(train_pairs, vocab_size=config.vocab_size)
     else:
-        learnt = train_translation_tokenizer(train_pairs, config.vocab_size) if is_main_process() else None
-        tokenizer = BPETokenizer.from_json_str(broadcast_object(learnt.to_json_str() if learnt else None))
+        learnt = (
+            train_translation_tokenizer(train_pairs, config.vocab_size)
+            if is_main_process()
+            else None
+        )
+        tokenizer = BPETokenizer.from_json_str(
+            broadcast_object(learnt.to_json_str() if learnt else None)
+        )
     special = (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
-    val_batches = token_batches(encode_pairs(tokenizer, data["val"]), config.max_tokens, *special, shuffle=False)
-    test_pairs, train_ids = data[TEST_SPLIT][: config.test_limit], encode_pairs(tokenizer, train_pairs)
+    val_batches = token_batches(
+        encode_pairs(tokenizer, data["val"]), config.max_tokens, *special, shuffle=False
+    )
+    test_pairs, train_ids = (
+        data[TEST_SPLIT][: config.test_limit],
+        encode_pairs(tokenizer, train_pairs),
+    )
     return TranslationData(tokenizer, train_pairs, data["val"], test_pairs, train_ids, val_batches)

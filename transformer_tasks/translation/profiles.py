@@ -1,4 +1,6 @@
-"""A translation run as one configuration tree; the ``smoke``, ``cpu`` and ``gpu`` profiles are instances of it."""
+"""A translation run as one configuration tree; the ``smoke``, ``cpu`` and ``gpu`` profiles are
+instances of it.
+"""
 
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class TranslationConfig:
-    """Everything one translation run is told: the ``model``, ``train``, ``decode`` and ``data`` sections.
+    """Everything one translation run is told: the ``model``, ``train``, ``decode`` and ``data``
+    sections.
 
     The model's vocabulary sizes are ``data.vocab_size`` here, and the learnt tokenizer's size when
     the model is built (:meth:`model_config`; a small corpus can give fewer tokens than asked).
@@ -65,14 +68,19 @@ class TranslationConfig:
         hints = get_type_hints(TranslationConfig)
         for name in SECTIONS:
             if not isinstance(getattr(self, name), hints[name]):
-                raise TypeError(f"{name} must be a {hints[name].__name__}, got {type(getattr(self, name)).__name__}")
+                raise TypeError(
+                    f"{name} must be a {hints[name].__name__}, got "
+                    f"{type(getattr(self, name)).__name__}"
+                )
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name must be a non-empty str, got {self.name!r}")
         for name in ("average_last", "num_threads"):
-            _check_field(name, getattr(self, name), hints[name])  # positive ints (num_threads: or None)
+            # positive ints (num_threads: or None)
+            _check_field(name, getattr(self, name), hints[name])
         if self.model.pad_id != BPETokenizer.pad_id:
             raise ValueError(
-                f"model.pad_id must be the tokenizer's pad id {BPETokenizer.pad_id}, got {self.model.pad_id}"
+                f"model.pad_id must be the tokenizer's pad id {BPETokenizer.pad_id}, got "
+                f"{self.model.pad_id}"
             )
         object.__setattr__(self, "model", self.model_config(self.data.vocab_size))
 
@@ -82,12 +90,19 @@ class TranslationConfig:
 
 
 def _model(**widths: Any) -> TransformerConfig:
-    """A translator: one matrix for both embeddings and the output layer, the tokenizer's padding id."""
+    """A translator: one matrix for both embeddings and the output layer, the tokenizer's padding
+    id.
+    """
     vocab = dict.fromkeys(VOCABULARY_FIELDS, 2)  # replaced by data.vocab_size in TranslationConfig
     return TransformerConfig(
-        **vocab, norm_first=True, tie_embeddings=True, share_embeddings=True, pad_id=BPETokenizer.pad_id, max_len=512,
+        **vocab,
+        norm_first=True,
+        tie_embeddings=True,
+        share_embeddings=True,
+        pad_id=BPETokenizer.pad_id,
+        max_len=512,
         **widths,
-    )  # fmt: skip
+    )
 
 
 # 2 CPU cores: 900 optimizer steps, or 30 minutes of training steps if that comes first. The
@@ -95,20 +110,38 @@ def _model(**widths: Any) -> TransformerConfig:
 # linear decay to zero beat the Noam schedule; peak 2e-3 after 300 warmup steps was best).
 _CPU = TranslationConfig(
     name="cpu",
-    model=_model(d_model=256, num_heads=4, num_encoder_layers=3, num_decoder_layers=3, d_ff=1024, dropout=0.1),
+    model=_model(
+        d_model=256, num_heads=4, num_encoder_layers=3, num_decoder_layers=3, d_ff=1024, dropout=0.1
+    ),
     train=TrainConfig(
-        max_steps=900, time_budget_s=30 * 60.0, lr=2e-3, warmup_steps=300, schedule="linear", amp="auto", eval_every=100
+        max_steps=900,
+        time_budget_s=30 * 60.0,
+        lr=2e-3,
+        warmup_steps=300,
+        schedule="linear",
+        amp="auto",
+        eval_every=100,
     ),
     decode=DecodeConfig(beam_size=4, length_penalty=1.0),
     data=DataConfig(vocab_size=8000, max_tokens=4000),
     average_last=3,
 )
 TRANSLATION_PROFILES: dict[str, TranslationConfig] = {
-    # The tests: a slice of the data and a tiny model; proves the pipeline runs end to end in seconds.
+    # The tests: a slice of the data and a tiny model; proves the pipeline runs end to end in
+    # seconds.
     "smoke": TranslationConfig(
         name="smoke",
-        model=_model(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=128, dropout=0.1),
-        train=TrainConfig(max_steps=60, time_budget_s=30.0, lr=3e-3, warmup_steps=20, eval_every=20),
+        model=_model(
+            d_model=64,
+            num_heads=4,
+            num_encoder_layers=2,
+            num_decoder_layers=2,
+            d_ff=128,
+            dropout=0.1,
+        ),
+        train=TrainConfig(
+            max_steps=60, time_budget_s=30.0, lr=3e-3, warmup_steps=20, eval_every=20
+        ),
         decode=DecodeConfig(beam_size=4, length_penalty=0.6),
         data=DataConfig(train_limit=3000, test_limit=100, vocab_size=1000, max_tokens=1500),
         average_last=2,
@@ -121,7 +154,14 @@ TRANSLATION_PROFILES: dict[str, TranslationConfig] = {
     "gpu": replace(
         _CPU,
         name="gpu",
-        model=_model(d_model=512, num_heads=8, num_encoder_layers=6, num_decoder_layers=6, d_ff=2048, dropout=0.3),
+        model=_model(
+            d_model=512,
+            num_heads=8,
+            num_encoder_layers=6,
+            num_decoder_layers=6,
+            d_ff=2048,
+            dropout=0.3,
+        ),
         train=replace(_CPU.train, max_steps=2400, time_budget_s=13 * 60.0, lr=1e-3, eval_every=240),
         decode=DecodeConfig(beam_size=5, length_penalty=1.0, batch_size=500),
         data=replace(_CPU.data, max_tokens=8000),
@@ -133,13 +173,15 @@ TRANSLATION_PROFILES: dict[str, TranslationConfig] = {
 def translation_profile(
     name: str, max_steps: int | None = None, time_budget_s: float | None = None
 ) -> TranslationConfig:
-    """The profile called ``name``; a budget given (steps or seconds, not both) replaces all its limits, so
-    that a step budget gives a result independent of the machine's speed.
+    """The profile called ``name``; a budget given (steps or seconds, not both) replaces all its
+    limits, so that a step budget gives a result independent of the machine's speed.
     """
     if name not in TRANSLATION_PROFILES:
         raise ValueError(f"profile={name!r} is not one of {list(TRANSLATION_PROFILES)}")
     if max_steps is not None and time_budget_s is not None:
-        raise ValueError("give max_steps (a step budget) or time_budget_s (a time budget), not both")
+        raise ValueError(
+            "give max_steps (a step budget) or time_budget_s (a time budget), not both"
+        )
     profile = TRANSLATION_PROFILES[name]
     if max_steps is None and time_budget_s is None:
         return profile
@@ -159,7 +201,9 @@ def default_profile(device: torch.device | None = None) -> str:
     forced = os.environ.get(PROFILE_ENV_VAR)
     if forced:
         if forced not in TRANSLATION_PROFILES:
-            raise ValueError(f"{PROFILE_ENV_VAR}={forced!r} is not one of {list(TRANSLATION_PROFILES)}")
+            raise ValueError(
+                f"{PROFILE_ENV_VAR}={forced!r} is not one of {list(TRANSLATION_PROFILES)}"
+            )
         return forced
     device = device if device is not None else pick_device()
     return "gpu" if device.type == "cuda" else "cpu"
@@ -173,20 +217,32 @@ def settable_fields(config: TranslationConfig) -> list[str]:
 
 
 def apply_overrides(config: TranslationConfig, settings: Sequence[str]) -> TranslationConfig:
-    """``config`` with each ``"SECTION.FIELD=VALUE"`` (``"FIELD=VALUE"`` at the top) applied in order, parsed
-    by the field's type (:func:`parse_value`) and checked by its section; a ``ValueError`` names a bad one.
+    """``config`` with each ``"SECTION.FIELD=VALUE"`` (``"FIELD=VALUE"`` at the top) applied in
+    order, parsed by the field's type (:func:`parse_value`) and checked by its section; a
+    ``ValueError`` names a bad one.
     """
     for setting in settings:
         path, sep, text = (part.strip() for part in setting.partition("="))
         if not sep or not path:
-            raise ValueError(f"setting {setting!r} must look like SECTION.FIELD=VALUE, e.g. train.lr=2e-3")
+            raise ValueError(
+                f"setting {setting!r} must look like SECTION.FIELD=VALUE, e.g. train.lr=2e-3"
+            )
         section, _, name = path.rpartition(".")
         if section and section not in SECTIONS:
-            raise ValueError(f"setting {setting!r}: unknown section {section!r}; the sections are {list(SECTIONS)}")
+            raise ValueError(
+                f"setting {setting!r}: unknown section {section!r}; the sections are "
+                f"{list(SECTIONS)}"
+            )
         if path not in settable_fields(config):
             where = f"section {section!r}" if section else "a translation config"
-            known = [p.partition(".")[2] or p for p in settable_fields(config) if p.rpartition(".")[0] == section]
-            raise ValueError(f"setting {setting!r}: {where} has no field {name!r}; it has {', '.join(known)}")
+            known = [
+                p.partition(".")[2] or p
+                for p in settable_fields(config)
+                if p.rpartition(".")[0] == section
+            ]
+            raise ValueError(
+                f"setting {setting!r}: {where} has no field {name!r}; it has {', '.join(known)}"
+            )
         owner = getattr(config, section) if section else config
         value = parse_value(path, text, get_type_hints(type(owner))[name])
         try:  # the section checks the new value as when it is built
@@ -198,8 +254,9 @@ def apply_overrides(config: TranslationConfig, settings: Sequence[str]) -> Trans
 
 
 def parse_value(path: str, text: str, kind: Any) -> Any:
-    """``text`` as a value of the annotated type ``kind``: ``int``, ``float``, ``str``, ``bool`` (true/false),
-    a ``Literal``'s choices, ``None`` for an optional field, ``a,b`` for a pair (``path`` names it in errors).
+    """``text`` as a value of the annotated type ``kind``: ``int``, ``float``, ``str``, ``bool``
+    (true/false), a ``Literal``'s choices, ``None`` for an optional field, ``a,b`` for a pair
+    (``path`` names it in errors).
     """
     origin, args = get_origin(kind), get_args(kind)
     if origin is Literal:
@@ -213,7 +270,9 @@ def parse_value(path: str, text: str, kind: Any) -> Any:
         parts = text.split(",")
         if len(parts) != len(args):
             raise ValueError(f"{path}={text!r} must be {len(args)} comma-separated values")
-        return tuple(parse_value(path, part.strip(), a) for part, a in zip(parts, args, strict=True))
+        return tuple(
+            parse_value(path, part.strip(), a) for part, a in zip(parts, args, strict=True)
+        )
     if kind is bool:
         if text.lower() not in ("true", "false"):
             raise ValueError(f"{path}={text!r} is not a bool (true or false)")
@@ -221,4 +280,6 @@ def parse_value(path: str, text: str, kind: Any) -> Any:
     try:
         return kind(text)  # int, float or str
     except ValueError:
-        raise ValueError(f"{path}={text!r} is not {'an int' if kind is int else 'a float'}") from None
+        raise ValueError(
+            f"{path}={text!r} is not {'an int' if kind is int else 'a float'}"
+        ) from None

@@ -1,4 +1,6 @@
-"""The results of a translation run: the JSON summary the command line prints, and the saved checkpoint."""
+"""The results of a translation run: the JSON summary the command line prints, and the saved
+checkpoint.
+"""
 
 from __future__ import annotations
 
@@ -20,35 +22,59 @@ if TYPE_CHECKING:  # types only: the modules of training and scoring import this
 
 
 def translation_summary(
-    run: TranslationRun, evaluation: TranslationEvaluation | None = None, wall_seconds: float | None = None
+    run: TranslationRun,
+    evaluation: TranslationEvaluation | None = None,
+    wall_seconds: float | None = None,
 ) -> dict[str, Any]:
-    """The JSON-serialisable results of a run, as ``train-translation`` prints them (the test-set keys need
-    ``evaluation``); ``wall_seconds`` defaults to the training's wall time plus the decoding time.
+    """The JSON-serialisable results of a run, as ``train-translation`` prints them (the test-set
+    keys need ``evaluation``); ``wall_seconds`` defaults to the training's wall time plus the
+    decoding time.
     """
     scores = evaluation.summary() if evaluation is not None else {}
     if wall_seconds is None:  # training, then decoding
-        wall_seconds = run.wall_seconds + (evaluation.greedy_seconds + evaluation.beam_seconds if evaluation else 0)
+        wall_seconds = run.wall_seconds + (
+            evaluation.greedy_seconds + evaluation.beam_seconds if evaluation else 0
+        )
 
     def pick(*keys: str) -> dict[str, Any]:
         return {k: scores[k] for k in keys if k in scores}
 
     averaged = run.val_loss_averaged
     summary = {
-        "task": TASK, **pick("bleu", "bleu_beam", "sacrebleu_signature"), "train_seconds": round(run.train_seconds, 1),
-        "wall_seconds": round(wall_seconds, 1), "epochs": round(run.epochs, 2), "steps": run.steps,
-        "device": str(run.device), "params": run.model.num_parameters(), "profile": run.profile.name, "seed": run.seed,
-        "threads": run.threads, "world_size": run.world_size, "amp": run.result.amp, "stop_reason": run.stop_reason,
-        "tokens_per_s": round(run.tokens_per_s, 1), "steps_per_epoch": run.steps_per_epoch,
-        "train_pairs": len(run.train_pairs), "test_pairs": scores.get("test_pairs", len(run.test_pairs)),
-        "vocab_size": run.tokenizer.vocab_size, "beam_size": scores.get("beam_size", run.profile.decode.beam_size),
+        "task": TASK,
+        **pick("bleu", "bleu_beam", "sacrebleu_signature"),
+        "train_seconds": round(run.train_seconds, 1),
+        "wall_seconds": round(wall_seconds, 1),
+        "epochs": round(run.epochs, 2),
+        "steps": run.steps,
+        "device": str(run.device),
+        "params": run.model.num_parameters(),
+        "profile": run.profile.name,
+        "seed": run.seed,
+        "threads": run.threads,
+        "world_size": run.world_size,
+        "amp": run.result.amp,
+        "stop_reason": run.stop_reason,
+        "tokens_per_s": round(run.tokens_per_s, 1),
+        "steps_per_epoch": run.steps_per_epoch,
+        "train_pairs": len(run.train_pairs),
+        "test_pairs": scores.get("test_pairs", len(run.test_pairs)),
+        "vocab_size": run.tokenizer.vocab_size,
+        "beam_size": scores.get("beam_size", run.profile.decode.beam_size),
         "length_penalty": scores.get("length_penalty", run.profile.decode.length_penalty),
-        **pick("brevity_penalty", "brevity_penalty_beam"), "averaged_checkpoints": run.averaged_checkpoints,
+        **pick("brevity_penalty", "brevity_penalty_beam"),
+        "averaged_checkpoints": run.averaged_checkpoints,
         "val_loss_last": round(run.val_loss_last, 4),
         "val_loss_averaged": None if averaged is None else round(averaged, 4),
-        "final_train_loss": round(run.result.final_loss, 4), **pick("decode_seconds_greedy", "decode_seconds_beam"),
-        "val_history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in run.val_history],
-        **pick("examples"), "config": asdict(run.profile),
-    }  # fmt: skip
+        "final_train_loss": round(run.result.final_loss, 4),
+        **pick("decode_seconds_greedy", "decode_seconds_beam"),
+        "val_history": [
+            {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
+            for r in run.val_history
+        ],
+        **pick("examples"),
+        "config": asdict(run.profile),
+    }
     if run.resumed_from_step:  # only then: a run that started afresh keeps the keys it always had
         summary["resumed_from_step"] = run.resumed_from_step
     return summary
@@ -60,8 +86,9 @@ def save_translation(
     evaluation: TranslationEvaluation | None = None,
     wall_seconds: float | None = None,
 ) -> Path:
-    """Save the model of ``run`` for ``translate``, with :func:`~.checkpoint_metadata` and, as ``results``,
-    the :func:`~.translation_summary` without its history, examples and config; set ``run.checkpoint``.
+    """Save the model of ``run`` for ``translate``, with :func:`~.checkpoint_metadata` and, as
+    ``results``, the :func:`~.translation_summary` without its history, examples and config; set
+    ``run.checkpoint``.
     """
     summary = translation_summary(run, evaluation, wall_seconds)
     results = {k: v for k, v in summary.items() if k not in ("val_history", "examples", "config")}
@@ -70,13 +97,18 @@ def save_translation(
     return run.checkpoint
 
 
-def write_translation_results(path: str | Path, summary: dict[str, Any], device: Any = None) -> Path:
-    """Write ``{"results": summary, "machine": ..., "commit": ..., "date": ...}`` as JSON, atomically: the
-    commit of the package's code (``+changes`` with uncommitted changes; ``None`` outside a clone), UTC time.
+def write_translation_results(
+    path: str | Path, summary: dict[str, Any], device: Any = None
+) -> Path:
+    """Write ``{"results": summary, "machine": ..., "commit": ..., "date": ...}`` as JSON,
+    atomically: the commit of the package's code (``+changes`` with uncommitted changes; ``None``
+    outside a clone), UTC time.
     """
     record = {
-        "results": summary, "machine": describe_machine(device), "commit": source_commit(Path(__file__).parent),
+        "results": summary,
+        "machine": describe_machine(device),
+        "commit": source_commit(Path(__file__).parent),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-    }  # fmt: skip
+    }
     text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -1,4 +1,6 @@
-"""Step 4 of the translation pipeline (translate the test set, score it with sacreBLEU), and the whole pipeline."""
+"""Step 4 of the translation pipeline (translate the test set, score it with sacreBLEU), and the
+whole pipeline.
+"""
 
 from __future__ import annotations
 
@@ -39,30 +41,44 @@ def translate(
     max_len_b: int = DecodeConfig.max_len_b,
     progress: bool = False,
 ) -> list[str]:
-    """Translate German ``sentences`` into detokenized English text (greedy when ``beam_size == 1``).
+    """Translate German ``sentences`` into detokenized English text (greedy when ``beam_size ==
+    1``).
 
     Each translation is cut at ``max_len_a * source_tokens + max_len_b`` tokens; the defaults are
-    :class:`~.DecodeConfig`'s. ``progress``: a bar on stderr (tqdm's ``TQDM_DISABLE`` also hides it).
+    :class:`~.DecodeConfig`'s. ``progress``: a bar on stderr (tqdm's ``TQDM_DISABLE`` also hides
+    it).
     """
     if isinstance(sentences, str):
         raise TypeError("sentences must be a list of str, not a single str (wrap it in a list)")
     check_positive_int("beam_size", beam_size)
     device, limit = next(model.parameters()).device, model.config.max_len
-    ids = [row[: limit - 1] or [tokenizer.unk_id] for row in tokenizer.encode_batch(list(sentences))]
+    ids = [
+        row[: limit - 1] or [tokenizer.unk_id] for row in tokenizer.encode_batch(list(sentences))
+    ]
     # Batches of sentences of one source length: no padding, and the same length limit for every
     # row, so each sentence gets exactly the translation it would get alone.
-    groups = [list(g) for _, g in groupby(sorted(range(len(ids)), key=lambda i: len(ids[i])), lambda i: len(ids[i]))]
-    chunks = [group[k : k + batch_size] for group in groups for k in range(0, len(group), batch_size)]
+    groups = [
+        list(g)
+        for _, g in groupby(
+            sorted(range(len(ids)), key=lambda i: len(ids[i])), lambda i: len(ids[i])
+        )
+    ]
+    chunks = [
+        group[k : k + batch_size] for group in groups for k in range(0, len(group), batch_size)
+    ]
     out, ends = [""] * len(ids), (tokenizer.bos_id, tokenizer.eos_id)
     hide = {} if progress else {"disable": True}  # when shown, tqdm reads TQDM_DISABLE itself
     with eval_mode(model):
         for chunk in tqdm(chunks, desc="translating", unit="batch", file=sys.stderr, **hide):
-            src = torch.tensor([ids[i] for i in chunk], dtype=torch.long, device=device)  # (B, S), no padding
+            # (B, S), no padding
+            src = torch.tensor([ids[i] for i in chunk], dtype=torch.long, device=device)
             max_len = min(int(max_len_a * src.size(1) + max_len_b), limit)
             if beam_size == 1:
                 hyp = greedy_decode(model, src, max_len, *ends)  # (B, <= max_len)
             else:
-                hyp = beam_search(model, src, beam_size, max_len, *ends, length_penalty=length_penalty)
+                hyp = beam_search(
+                    model, src, beam_size, max_len, *ends, length_penalty=length_penalty
+                )
             for row, text in zip(chunk, tokenizer.decode_batch(hyp.tolist()), strict=True):
                 out[row] = text
     return out
@@ -98,17 +114,28 @@ class TranslationEvaluation:
     def examples(self, count: int = 3) -> list[dict[str, str]]:
         """The first ``count`` sentences: ``source``, ``reference``, ``greedy`` and ``beam``."""
         rows = zip(self.sources, self.references, self.greedy, self.beam, strict=True)
-        return [{"source": s, "reference": r, "greedy": g, "beam": b} for s, r, g, b in list(rows)[:count]]
+        return [
+            {"source": s, "reference": r, "greedy": g, "beam": b}
+            for s, r, g, b in list(rows)[:count]
+        ]
 
     def summary(self, examples: int = 3) -> dict[str, Any]:
-        """The JSON-serialisable scores: BLEU (rounded), signature, brevity penalties, timings, examples."""
+        """The JSON-serialisable scores: BLEU (rounded), signature, brevity penalties, timings,
+        examples.
+        """
         return {
-            "bleu": round(self.bleu_greedy.score, 2), "bleu_beam": round(self.bleu_beam.score, 2),
-            "sacrebleu_signature": self.signature, "test_pairs": len(self.sources), "beam_size": self.beam_size,
-            "length_penalty": self.length_penalty, "brevity_penalty": round(self.bleu_greedy.bp, 3),
-            "brevity_penalty_beam": round(self.bleu_beam.bp, 3), "decode_seconds_greedy": round(self.greedy_seconds, 1),
-            "decode_seconds_beam": round(self.beam_seconds, 1), "examples": self.examples(examples),
-        }  # fmt: skip
+            "bleu": round(self.bleu_greedy.score, 2),
+            "bleu_beam": round(self.bleu_beam.score, 2),
+            "sacrebleu_signature": self.signature,
+            "test_pairs": len(self.sources),
+            "beam_size": self.beam_size,
+            "length_penalty": self.length_penalty,
+            "brevity_penalty": round(self.bleu_greedy.bp, 3),
+            "brevity_penalty_beam": round(self.bleu_beam.bp, 3),
+            "decode_seconds_greedy": round(self.greedy_seconds, 1),
+            "decode_seconds_beam": round(self.beam_seconds, 1),
+            "examples": self.examples(examples),
+        }
 
 
 def evaluate_translation(
@@ -119,26 +146,43 @@ def evaluate_translation(
     progress: bool = True,
     threads: int | None = None,
 ) -> TranslationEvaluation:
-    """Translate ``pairs`` (default: ``run.test_pairs``) greedily and with beam search; score both with sacreBLEU.
+    """Translate ``pairs`` (default: ``run.test_pairs``) greedily and with beam search; score both
+    with sacreBLEU.
 
     ``beam_size`` and ``length_penalty`` default to the profile's ``decode`` section, ``threads``
     (PyTorch's CPU threads while decoding, restored afterwards) to ``run.threads``.
     """
     if not isinstance(run, TranslationRun):
-        raise TypeError(f"run must be a TranslationRun (what train_translation returns), got {type(run).__name__}")
+        raise TypeError(
+            "run must be a TranslationRun (what train_translation returns), got "
+            f"{type(run).__name__}"
+        )
     pairs = run.test_pairs if pairs is None else list(pairs)
     for i, pair in enumerate(pairs):
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
+        if not (
+            isinstance(pair, (tuple, list))
+            and len(pair) == 2
+            and all(isinstance(t, str) for t in pair)
+        ):
             raise TypeError(f"pairs[{i}] must be a (german, english) pair of str, got {pair!r}")
     if not pairs:
-        raise ValueError("pairs is empty: evaluate_translation needs at least one (german, english) pair")
+        raise ValueError(
+            "pairs is empty: evaluate_translation needs at least one (german, english) pair"
+        )
     settings = run.profile.decode
-    beam_size = settings.beam_size if beam_size is None else check_positive_int("beam_size", beam_size)
+    beam_size = (
+        settings.beam_size if beam_size is None else check_positive_int("beam_size", beam_size)
+    )
     length_penalty = settings.length_penalty if length_penalty is None else length_penalty
     threads = run.threads if threads is None else check_positive_int("threads", threads)
     sources, references = [de for de, _ in pairs], [en for _, en in pairs]
-    decode = dict(length_penalty=length_penalty, batch_size=settings.batch_size, max_len_a=settings.max_len_a,
-                  max_len_b=settings.max_len_b, progress=progress)  # fmt: skip
+    decode = dict(
+        length_penalty=length_penalty,
+        batch_size=settings.batch_size,
+        max_len_a=settings.max_len_a,
+        max_len_b=settings.max_len_b,
+        progress=progress,
+    )
     outputs, seconds = [], []
     with torch_threads(threads) as used:
         for beam in (1, beam_size):  # greedy, then beam search
@@ -146,7 +190,9 @@ def evaluate_translation(
             outputs.append(translate(run.model, run.tokenizer, sources, beam, **decode))
             seconds.append(time.perf_counter() - start)
     scores = [corpus_bleu(hypotheses, references) for hypotheses in outputs]
-    return TranslationEvaluation(sources, references, *outputs, *scores, beam_size, length_penalty, *seconds, used)
+    return TranslationEvaluation(
+        sources, references, *outputs, *scores, beam_size, length_penalty, *seconds, used
+    )
 
 
 def run_translation(
@@ -157,7 +203,8 @@ def run_translation(
     resume: bool = False,
 ) -> dict[str, Any]:
     """:func:`~.train_translation` (whose arguments these are), :func:`~.evaluate_translation` and
-    :func:`~.save_translation`; return :func:`~.translation_summary` (without test scores on ranks > 0).
+    :func:`~.save_translation`; return :func:`~.translation_summary` (without test scores on ranks >
+    0).
     """
     wall_start = time.perf_counter()
     run = train_translation(data_dir, profile, device, save=None, resume=resume)

@@ -1,4 +1,6 @@
-"""Steps 2-3 of the translation pipeline: train, then keep the better of the last weights and their average."""
+"""Steps 2-3 of the translation pipeline: train, then keep the better of the last weights and their
+average.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +18,12 @@ from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.model import Transformer
 from transformer_lib.runtime import pick_device, set_seed, torch_threads
 from transformer_lib.training import TrainResult, evaluate_loss, train
-from transformer_lib.training.distributed import is_distributed, is_main_process, main_process_first, world_size
+from transformer_lib.training.distributed import (
+    is_distributed,
+    is_main_process,
+    main_process_first,
+    world_size,
+)
 
 from ..multi30k import load_multi30k
 from .checkpoints import RunDirectory
@@ -32,7 +39,9 @@ class _CountedBatches:
 
     def __init__(self, batches: Callable[[int], DataLoader[Batch]], first_epoch: int = 0) -> None:
         self.batches = batches
-        self.tokens = sum(b.num_src_tokens + b.num_tokens for e in range(first_epoch) for b in batches(e))
+        self.tokens = sum(
+            b.num_src_tokens + b.num_tokens for e in range(first_epoch) for b in batches(e)
+        )
 
     def __call__(self, epoch: int) -> Iterator[Batch]:
         for batch in self.batches(epoch):
@@ -43,22 +52,28 @@ class _CountedBatches:
 def _average_state_dicts(snapshots: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """Element-wise mean of several ``state_dict`` snapshots of the same model."""
     return {
-        name: torch.stack([snap[name].float() for snap in snapshots]).mean(0).to(snapshots[0][name].dtype)
+        name: torch.stack([snap[name].float() for snap in snapshots])
+        .mean(0)
+        .to(snapshots[0][name].dtype)
         for name in snapshots[0]
     }
 
 
 @dataclass
 class TranslationRun:
-    """What :func:`~.train_translation` returns: the trained model and everything about its training.
+    """What :func:`~.train_translation` returns: the trained model and everything about its
+    training.
 
     Attributes:
-        model: the :class:`~.Transformer` (eval mode): the snapshots' average if it helped, else the last weights.
-        steps_per_epoch, tokens: batches in one pass over ``train_pairs``; source + target non-padding tokens seen.
+        model: the :class:`~.Transformer` (eval mode): the snapshots' average if it helped, else the
+            last weights.
+        steps_per_epoch, tokens: batches in one pass over ``train_pairs``; source + target
+            non-padding tokens seen.
         averaged_checkpoints: snapshots averaged into ``model`` (1: the last weights were kept).
         val_loss_last, val_loss_averaged: validation loss of the last weights and of the average
             (``None`` with fewer than two snapshots).
-        resumed_from_step: the step of the checkpoint this run continued from (0: it started afresh).
+        resumed_from_step: the step of the checkpoint this run continued from (0: it started
+            afresh).
     """
 
     model: Transformer
@@ -82,7 +97,9 @@ class TranslationRun:
 
     @property
     def seed(self) -> int:
-        """The seed of the initial weights, the dropout and the order of the batches (``train.seed``)."""
+        """The seed of the initial weights, the dropout and the order of the batches
+        (``train.seed``).
+        """
         return self.profile.train.seed
 
     @property
@@ -92,7 +109,9 @@ class TranslationRun:
 
     @property
     def history(self) -> list[dict[str, float]]:
-        """A dict per optimizer step, with ``step``, ``epoch``, ``loss``, ``lr`` and ``tokens_per_s``."""
+        """A dict per optimizer step, with ``step``, ``epoch``, ``loss``, ``lr`` and
+        ``tokens_per_s``.
+        """
         return self.result.history
 
     @property
@@ -133,10 +152,14 @@ class TranslationRun:
 
 
 def _train_model(
-    data: TranslationData, profile: TranslationConfig, device: torch.device, run_dir: RunDirectory | None
+    data: TranslationData,
+    profile: TranslationConfig,
+    device: torch.device,
+    run_dir: RunDirectory | None,
 ) -> tuple[Transformer, TrainResult, _CountedBatches, list[dict[str, torch.Tensor]]]:
-    """Build the profile's model from ``train.seed`` and train it, or continue ``run_dir``'s run; return the
-    model, the loop's result, the batches and the snapshots of the last ``average_last`` evaluations.
+    """Build the profile's model from ``train.seed`` and train it, or continue ``run_dir``'s run;
+    return the model, the loop's result, the batches and the snapshots of the last ``average_last``
+    evaluations.
     """
     seed, keep = profile.train.seed, profile.average_last
     set_seed(seed)
@@ -144,7 +167,11 @@ def _train_model(
     special = (data.tokenizer.pad_id, data.tokenizer.bos_id, data.tokenizer.eos_id)
     batches = _CountedBatches(
         lambda epoch: batch_loader(  # pinned batches: their copies to a GPU do not block
-            data.train_ids, profile.data.max_tokens, *special, seed * 1000 + epoch, device.type == "cuda"
+            data.train_ids,
+            profile.data.max_tokens,
+            *special,
+            seed * 1000 + epoch,
+            device.type == "cuda",
         ),
         first_epoch=run_dir.epoch if run_dir is not None else 0,
     )
@@ -174,31 +201,41 @@ def train_translation(
     save: str | Path | None = None,
     resume: bool = False,
 ) -> TranslationRun:
-    """Steps 1-3 of the pipeline: data (:mod:`~transformer_tasks.multi30k`), tokenizer, training, averaging;
-    ``profile``: a name, a :class:`~.TranslationConfig` (e.g. from :func:`~.apply_overrides`) or ``None``
-    for :func:`~.default_profile`. ``save``: write the model there (:func:`~.save_translation`, without
+    """Steps 1-3 of the pipeline: data (:mod:`~transformer_tasks.multi30k`), tokenizer, training,
+    averaging;
+    ``profile``: a name, a :class:`~.TranslationConfig` (e.g. from :func:`~.apply_overrides`) or
+    ``None`` for :func:`~.default_profile`. ``save``: write the model there
+    (:func:`~.save_translation`, without
     test results). ``resume``: continue the run whose state ``train.checkpoint_path`` holds, to the
-    weights of the uninterrupted run (:mod:`.checkpoints`; :class:`~.ResumeError` when it does not fit).
+    weights of the uninterrupted run (:mod:`.checkpoints`; :class:`~.ResumeError` when it does not
+    fit).
     """
     wall_start = time.perf_counter()
     torch_device = device if isinstance(device, torch.device) else pick_device(device)
     if not isinstance(profile, TranslationConfig):
         if profile is not None and not isinstance(profile, str):
-            raise TypeError(f"profile must be a name, a TranslationConfig or None, got {type(profile).__name__}")
+            raise TypeError(
+                f"profile must be a name, a TranslationConfig or None, got {type(profile).__name__}"
+            )
         profile = translation_profile(profile or default_profile(torch_device))
     if not isinstance(resume, bool):
         raise TypeError(f"resume must be True or False, got {resume!r}")
     if resume and profile.train.checkpoint_path is None:
-        raise ValueError("resume=True needs train.checkpoint_path (the directory holding the run's state)")
+        raise ValueError(
+            "resume=True needs train.checkpoint_path (the directory holding the run's state)"
+        )
     world = world_size() if is_distributed() else 1
-    run_dir = RunDirectory(profile, resume, world) if profile.train.checkpoint_path is not None else None
+    run_dir = (
+        RunDirectory(profile, resume, world) if profile.train.checkpoint_path is not None else None
+    )
     with torch_threads(profile.num_threads) as used_threads:
         with main_process_first():  # under torchrun: one download per machine, then everyone reads
             raw = load_multi30k(data_dir)
         data = prepare_translation_data(raw, profile.data)
         model, result, batches, snapshots = _train_model(data, profile, torch_device, run_dir)
         val_loss_last, val_loss_averaged = result.eval_history[-1]["val_loss"], None
-        if len(snapshots) > 1:  # checkpoint averaging: keep the average if its validation loss is lower
+        # checkpoint averaging: keep the average if its validation loss is lower
+        if len(snapshots) > 1:
             last_state = {k: v.clone() for k, v in model.state_dict().items()}
             model.load_state_dict(_average_state_dicts(snapshots))
             val_loss_averaged = evaluate_loss(model, data.val_batches, torch_device)["loss"]
@@ -206,13 +243,27 @@ def train_translation(
                 model.load_state_dict(last_state)
         model.eval()
     averaged = val_loss_averaged is not None and val_loss_averaged < val_loss_last
-    steps_per_epoch = max(1, len(batches.batches(0)) // world)  # each rank takes every world-th batch
+    # each rank takes every world-th batch
+    steps_per_epoch = max(1, len(batches.batches(0)) // world)
     run = TranslationRun(
-        model, data.tokenizer, profile, result, torch_device, used_threads, data.train_pairs, data.val_pairs,
-        data.test_pairs, steps_per_epoch, batches.tokens, len(snapshots) if averaged else 1, val_loss_last,
-        val_loss_averaged, time.perf_counter() - wall_start, world_size=world,
+        model,
+        data.tokenizer,
+        profile,
+        result,
+        torch_device,
+        used_threads,
+        data.train_pairs,
+        data.val_pairs,
+        data.test_pairs,
+        steps_per_epoch,
+        batches.tokens,
+        len(snapshots) if averaged else 1,
+        val_loss_last,
+        val_loss_averaged,
+        time.perf_counter() - wall_start,
+        world_size=world,
         resumed_from_step=run_dir.step if run_dir is not None else 0,
-    )  # fmt: skip
+    )
     if save is not None and is_main_process():
         save_translation(run, save)
     return run

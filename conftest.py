@@ -6,8 +6,8 @@ Multi30k is found the way the package finds it
 cache, where a missing file is downloaded and verified. When it can be neither found nor downloaded
 (offline, say), every test that needs it and every chapter that declares it needs it (notebook
 metadata ``"transformer_book": {"needs": ["multi30k"]}``) is skipped as a whole, with one reason
-that says how to get the data. Under CI (``CI`` set) those
-skips are failures: CI always has the data.
+that says how to get the data. Under CI (``CI`` set) those skips are failures: CI always has the
+data.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 Sphinx 7.4 registers a body-only script (``app.add_js_file(None, body=...)``) that an extension adds
 after the HTML builder started twice: once as filename ``None`` (straight into the builder) and once
-as ``""`` (copied from the registry when writing starts). sphinx-thebe adds
-``const THEBE_JS_URL = ...`` that way, so every page ran it twice and the browser reported
-"Identifier 'THEBE_JS_URL' has already been declared". This extension drops the repeats from each
-page's script list before the page is rendered.
+as ``""`` (copied from the registry when writing starts). sphinx-thebe adds ``const THEBE_JS_URL =
+...`` that way, so every page ran it twice and the browser reported "Identifier 'THEBE_JS_URL' has
+already been declared". This extension drops the repeats from each page's script list before the
+page is rendered.
 """
 
 from __future__ import annotations

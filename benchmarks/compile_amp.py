@@ -10,8 +10,7 @@ losses can be compared) and trains on the same fixed batch (default 16 sentences
   and backward graphs; ``compile_seconds`` is the time of the warm-up steps minus what as many
   ordinary steps take. By default Inductor writes its cache, precompiled C++ headers included, to a
   fresh temporary folder, so the compile time is that of a cold start (``--keep-cache`` uses the
-  usual cache,
-  ``TORCHINDUCTOR_CACHE_DIR`` where it is set: later runs are faster).
+  usual cache, ``TORCHINDUCTOR_CACHE_DIR`` where it is set: later runs are faster).
 * ``eager_bf16`` / ``compiled_bf16``: the same, under ``torch.autocast(device,
 dtype=torch.bfloat16)``
   (mixed precision: matrix products in bfloat16, weights, softmax and loss in float32).

@@ -7,12 +7,11 @@ evaluation where every held-out sequence is copied exactly. Only time spent in t
 counted (evaluation excluded). Rounds alternate baseline / library so that a change of machine
 load hits both; the medians are compared.
 
-Baseline: ``nn.Transformer`` with
-d_model 64, 2 encoder + 2 decoder layers, 4 heads, d_ff 256, dropout 0 (with PyTorch's default
-0.1 it had not reached 100% after 5,000 steps here: 13.5% exact match), Post-LN (PyTorch's
-default), its own embeddings (scaled by sqrt(d_model)), sinusoidal positional encoding and output
-layer; Adam(0.9, 0.98, 1e-9), lr 3e-3 after a linear warm-up of 200 steps,
-then constant; batch 64; plain cross-entropy.
+Baseline: ``nn.Transformer`` with d_model 64, 2 encoder + 2 decoder layers, 4 heads, d_ff 256,
+dropout 0 (with PyTorch's default 0.1 it had not reached 100% after 5,000 steps here: 13.5% exact
+match), Post-LN (PyTorch's default), its own embeddings (scaled by sqrt(d_model)), sinusoidal
+positional encoding and output layer; Adam(0.9, 0.98, 1e-9), lr 3e-3 after a linear warm-up of 200
+steps, then constant; batch 64; plain cross-entropy.
 
 Library: ``transformer_tasks.copy.run_copy_task`` with its default settings.
 

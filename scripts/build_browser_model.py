@@ -5,10 +5,9 @@
 Exports the checkpoint (a ``train-translation --save`` file; chapter 11 saves its run as this one)
 into ``_book_static/translator/`` with :func:`transformer_book.browser_model.build_browser_model`
 (int8 weights, one shared weights file), then decodes Multi30k's test_2016_flickr with ONNX Runtime,
-greedy, as
-the page does: once with the int8 files, once with the float32 export of the same checkpoint. Writes
-the sizes, both BLEU scores and the size of ONNX Runtime Web's WebAssembly (the page loads it too)
-to ``results/browser-model.json``, which chapter 11 reads. Minutes on a
+greedy, as the page does: once with the int8 files, once with the float32 export of the same
+checkpoint. Writes the sizes, both BLEU scores and the size of ONNX Runtime Web's WebAssembly (the
+page loads it too) to ``results/browser-model.json``, which chapter 11 reads. Minutes on a
 laptop. The files are committed; the publishing workflow builds the site from them.
 """
 

@@ -2,8 +2,8 @@
 
 The landing page shows the model the book builds: the paper's base model, drawn from its
 ``TransformerConfig`` by :func:`transformer_book.diagrams.architecture_figure`. Every chapter
-opens with a concept picture, drawn by :mod:`transformer_book.concepts`.
-``tests/test_diagrams.py`` checks that each stored file is what this script draws.
+opens with a concept picture, drawn by :mod:`transformer_book.concepts`. ``tests/test_diagrams.py``
+checks that each stored file is what this script draws.
 """
 
 from __future__ import annotations

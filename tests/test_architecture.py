@@ -4,8 +4,7 @@ readable.
 Read from the source with ``ast``, without importing anything: every ``import`` and ``from ...
 import`` of every module (those under ``if TYPE_CHECKING:`` included) is resolved to the top-level
 part of its package that it names, and that part's layer must be lower than the importing module's
-own (or be the
-same part). Three packages stand side by side: ``transformer_lib``, the library;
+own (or be the same part). Three packages stand side by side: ``transformer_lib``, the library;
 ``transformer_tasks``, the application built on it; ``transformer_book``, the book's harness. The
 library imports neither of the others, and importing it loads neither; the application imports the
 library and not the harness. The packages also have no function over 100 lines, no module over 500,

@@ -83,8 +83,7 @@ def copy_model(
     d_model: int, steps: int = 150, **settings: Any
 ) -> tuple[Transformer, BPETokenizer, list[str]]:
     """A 2 + 2-layer model (dropout on, left in training mode) taught to copy real German sentences
-    a little,
-    its BPE tokenizer, and the sentences. ``settings``: more fields of its
+    a little, its BPE tokenizer, and the sentences. ``settings``: more fields of its
     :class:`~.TransformerConfig`."""
     corpus, sentences = _sentences()
     tokenizer = train_bpe_tokenizer(corpus, vocab_size=1000, min_frequency=1)

@@ -4,9 +4,8 @@ names.
 Each row of the table under ``## Results`` names its source in its *source* column: a JSON file of
 ``results/`` or ``benchmarks/results/`` (what a benchmark printed), or a chapter whose stored
 outputs printed the figures. Every number in the row's *result* cell must occur in that source, to
-the
-decimals the README shows: a figure that no run produced, or that a later run changed, fails here.
-The table stays readable (no cell over 40 words), and the headline at the top of the README is
+the decimals the README shows: a figure that no run produced, or that a later run changed, fails
+here. The table stays readable (no cell over 40 words), and the headline at the top of the README is
 chapter 11's stored run.
 """
 

@@ -1,9 +1,9 @@
 """Recording attention maps (注意力图): the per-head weights of every attention module during a
 forward pass.
 
-:class:`~.MultiHeadAttention` returns its weights only when asked
-(``need_weights=True``), and the layers above it never ask. :func:`~.record_attention` asks for
-them, without changing any model code::
+:class:`~.MultiHeadAttention` returns its weights only when asked (``need_weights=True``), and the
+layers above it never ask. :func:`~.record_attention` asks for them, without changing any model
+code::
 
     with record_attention(model) as maps:
         model(src, tgt)

@@ -110,8 +110,8 @@ def _tie_embedding(folder: Path) -> None:
     """Let the embedding lookups of both graphs read the output layer's int8 matrix, transposed.
 
     The model ties its embedding table to the output layer, but the exporter stores the output
-    layer's
-    matrix transposed, and the quantiser then keeps two int8 copies of the table (2 MB each here):
+    layer's matrix transposed, and the quantiser then keeps two int8 copies of the table (2 MB each
+    here):
     the output layer's ``(d_model, V)`` and the lookup's ``(V, d_model)``. Here the lookups
     (``Gather`` then ``DequantizeLinear``) take ``Transpose`` of the first, with its scale and zero
     point, and the second goes.

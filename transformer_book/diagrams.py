@@ -74,9 +74,7 @@ def _sublayers(config: TransformerConfig, decoder: bool) -> list[tuple[str, str]
 
 
 def _layer_boxes(config: TransformerConfig, decoder: bool) -> list[_Box]:
-    """One encoder or decoder layer as the code builds it (see
-    :mod:`~transformer_lib.nn.layers`).
-    """
+    """One encoder or decoder layer as the code builds it (:mod:`~transformer_lib.nn.layers`)."""
     norm, boxes = _norm_name(config), []
     for label, kind in _sublayers(config, decoder):
         start = len(boxes)

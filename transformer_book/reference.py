@@ -3,13 +3,13 @@ mapping of parameter names between the two.
 
 The library's layers compute what PyTorch's compute, with other bookkeeping:
 ``nn.MultiheadAttention`` stacks the query, key and value projections into one ``in_proj_weight``
-(``(3d, d)``, Q rows first) where :class:`~.MultiHeadAttention` keeps
-``q_proj``, ``k_proj`` and ``v_proj``; PyTorch's layers call the feed-forward layers ``linear1`` and
-``linear2`` (ours ``ff.linear1``, ``ff.linear2``) and the decoder's cross-attention
-``multihead_attn`` (ours ``cross_attn``). :func:`~.torch_state_dict` renames and stacks, so
+(``(3d, d)``, Q rows first) where :class:`~.MultiHeadAttention` keeps ``q_proj``, ``k_proj`` and
+``v_proj``; PyTorch's layers call the feed-forward layers ``linear1`` and ``linear2`` (ours
+``ff.linear1``, ``ff.linear2``) and the decoder's cross-attention ``multihead_attn`` (ours
+``cross_attn``). :func:`~.torch_state_dict` renames and stacks, so
 ``theirs.load_state_dict(torch_state_dict(ours))`` copies the weights of an attention module, a
-layer or a stack; for a whole :class:`~.Transformer` the other side is
-:class:`~.TorchTransformer`. The tests, the train-step benchmark and chapter 8 all use this mapping.
+layer or a stack; for a whole :class:`~.Transformer` the other side is :class:`~.TorchTransformer`.
+The tests, the train-step benchmark and chapter 8 all use this mapping.
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ def torch_state_dict(ours: nn.Module) -> dict[str, Tensor]:
     """``ours.state_dict()`` under PyTorch's names, with Q/K/V stacked into
     ``in_proj_weight``/``in_proj_bias``.
 
-    ``ours`` is a :class:`~.MultiHeadAttention`, an encoder or decoder
-    layer or stack, or a whole :class:`~.Transformer` (whose counterpart is
-    :class:`~.TorchTransformer`). Grouped-query attention (fewer key/value heads) has no PyTorch
-    counterpart.
+    ``ours`` is a :class:`~.MultiHeadAttention`, an encoder or decoder layer or stack, or a whole
+    :class:`~.Transformer` (whose counterpart is :class:`~.TorchTransformer`). Grouped-query
+    attention (fewer key/value heads) has no PyTorch counterpart.
     """
     out: dict[str, Tensor] = {}
     stacked: dict[tuple[str, str], dict[str, Tensor]] = {}

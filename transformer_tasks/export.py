@@ -3,8 +3,7 @@
 
 It uses PyTorch's maintained ``torch.export``-based exporter (``dynamo=True``), not the TorchScript
 one: it traces the model's own ``encode`` and ``decode``, masks included, with symbolic batch and
-length axes. It imports
-``onnx`` and ``onnxscript`` only when it runs:
+length axes. It imports ``onnx`` and ``onnxscript`` only when it runs:
 ``pip install "transformer-lib[export]"``.
 """
 

@@ -179,9 +179,9 @@ def library_vocabulary(
 ) -> dict[str, int]:
     """The vocabulary that the library's translation pipeline builds from ``data`` (correct).
 
-    Runs the pipeline's first step, :func:`~.prepare_translation_data`,
-    on ``data`` (in place of the Multi30k files) with a vocabulary of ``vocab_size``, and returns
-    its tokenizer's vocabulary. Nothing is trained.
+    Runs the pipeline's first step, :func:`~.prepare_translation_data`, on ``data`` (in place of the
+    Multi30k files) with a vocabulary of ``vocab_size``, and returns its tokenizer's vocabulary.
+    Nothing is trained.
     """
     config = replace(translation_profile("smoke").data, vocab_size=vocab_size)
     return prepare_translation_data(data, config).tokenizer.tokenizer.get_vocab()
@@ -204,8 +204,8 @@ def accumulate_stepping_scheduler_per_micro_batch(
     after every micro-batch. The optimizer steps first, on micro-batch 0, so PyTorch sees no
     scheduler step before an optimizer step and gives no warning. But the schedule runs
     ``grad_accum`` times as fast as the optimizer: optimizer step ``s`` (from 1) uses the rate of
-    schedule step ``(s - 1) * grad_accum + 1``, and the warm-up is over after
-    ``warmup / grad_accum`` optimizer steps. (The same condition makes the first optimizer step use
+    schedule step ``(s - 1) * grad_accum + 1``, and the warm-up is over after ``warmup /
+    grad_accum`` optimizer steps. (The same condition makes the first optimizer step use
     a single micro-batch, the later ones ``grad_accum`` each.) Returns the learning rate each
     optimizer step used. Correct: step the scheduler next to the optimizer, as :func:`~.train` does.
     """

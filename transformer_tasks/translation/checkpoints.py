@@ -155,9 +155,8 @@ class RunDirectory:
 
     def restore_snapshots(self, keep: int) -> list[dict[str, torch.Tensor]]:
         """The snapshots of the last ``keep`` evaluations before the resumed step (none for a new
-        run); later
-        ones (of a run killed between an evaluation and its next state) are removed: they are
-        redone.
+        run); later ones (of a run killed between an evaluation and its next state) are removed:
+        they are redone.
         """
         files = self._snapshot_files()
         if is_main_process():

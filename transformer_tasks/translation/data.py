@@ -55,8 +55,7 @@ class TranslationData:
 
 def prepare_translation_data(data: dict[str, list[Pair]], config: DataConfig) -> TranslationData:
     """Slice ``data`` (``{split: [(german, english), ...]}``) as ``config`` says, learn the
-    tokenizer (under
-    ``torchrun``: rank 0, which sends it to the others), encode.
+    tokenizer (under ``torchrun``: rank 0, which sends it to the others), encode.
     """
     train_pairs = data["train"][: config.train_limit]
     if not is_distributed():

@@ -205,10 +205,9 @@ def train_translation(
     averaging;
     ``profile``: a name, a :class:`~.TranslationConfig` (e.g. from :func:`~.apply_overrides`) or
     ``None`` for :func:`~.default_profile`. ``save``: write the model there
-    (:func:`~.save_translation`, without
-    test results). ``resume``: continue the run whose state ``train.checkpoint_path`` holds, to the
-    weights of the uninterrupted run (:mod:`.checkpoints`; :class:`~.ResumeError` when it does not
-    fit).
+    (:func:`~.save_translation`, without test results). ``resume``: continue the run whose state
+    ``train.checkpoint_path`` holds, to the weights of the uninterrupted run (:mod:`.checkpoints`;
+    :class:`~.ResumeError` when it does not fit).
     """
     wall_start = time.perf_counter()
     torch_device = device if isinstance(device, torch.device) else pick_device(device)

@@ -5,7 +5,7 @@
 #   make screenshots full-page screenshots of the built site in _build/screenshots/ (browser test)
 #   make figures   redraw the landing page's architecture figure (figures/) with transformer_book
 #   make test-colab  the chapters on an emulated Colab (tests/test_colab.py; minutes, needs PyPI)
-#   make lint      ruff over both packages, the tests, the benchmarks and the book's Sphinx extension
+#   make lint      ruff check and ruff format --check over every Python directory and the chapters
 #   make execute   re-run every notebook in place with the CPU profile (refreshes the stored outputs
 #                  that nbval compares); NB=chapters/07_feed_forward.ipynb re-runs one
 SHELL := /bin/bash
@@ -48,10 +48,12 @@ book: $(STAMP) npm-packages
 	@echo "The book is built. Open it in a browser: file://$(CURDIR)/_build/html/index.html"
 	@echo "(Chapter 11's translator box needs the site served: $(PY) -m http.server -d _build/html, then http://localhost:8000)"
 
-# The chapters' code cells too: formatted by ruff, no line wider than the book's code boxes
-# (chapters/ruff.toml).
+# Every Python directory: ruff check and ruff format at 100 columns (pyproject.toml). The chapters'
+# code cells too, at 88: no line wider than the book's code boxes (chapters/ruff.toml).
+PY_DIRS := transformer_lib transformer_tasks transformer_book tests benchmarks scripts _ext conftest.py
 lint: $(STAMP)
-	$(PY) -m ruff check transformer_lib transformer_tasks transformer_book tests benchmarks scripts _ext conftest.py
+	$(PY) -m ruff check $(PY_DIRS)
+	$(PY) -m ruff format --check $(PY_DIRS)
 	$(PY) -m ruff format --check chapters
 	$(PY) -m ruff check chapters
 

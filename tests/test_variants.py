@@ -156,7 +156,7 @@ def test_checkpoint_written_before_the_variant_fields_still_loads(tmp_path, conf
         (
             {"activation": "swish"},
             ValueError,
-            r"activation='swish' is not one of \['gelu', 'relu', 'swiglu'\]",
+            r"activation='swish' is not one of \['relu', 'gelu', 'swiglu'\]",
         ),
         ({"num_kv_heads": 3}, ValueError, r"num_kv_heads=3 must divide num_heads=4 .* \[1, 2, 4\]"),
         (

@@ -40,12 +40,11 @@ __version__ = "0.1.0"
 
 # The public names, by layer, in the order of api.md.
 __all__ = [
+    # the building blocks (nn/)
     "TokenEmbedding",
     "PositionalEncoding",
     "sinusoidal_table",
     "scaled_dot_product_attention",
-]
-__all__ += [
     "causal_mask",
     "padding_mask",
     "target_mask",
@@ -53,27 +52,35 @@ __all__ += [
     "MultiHeadAttention",
     "LayerNorm",
     "RMSNorm",
-]
-__all__ += ["FeedForward", "LayerSpec", "Encoder", "EncoderLayer", "Decoder", "DecoderLayer"]
-__all__ += [
+    "FeedForward",
+    "LayerSpec",
+    "Encoder",
+    "EncoderLayer",
+    "Decoder",
+    "DecoderLayer",
+    # the model
     "TransformerConfig",
     "Transformer",
     "load_checkpoint",
     "read_checkpoint_header",
     "save_checkpoint",
-]
-__all__ += ["Batch", "make_batch", "token_batches"]
-__all__ += ["BPETokenizer", "train_bpe_tokenizer", "train_translation_tokenizer"]
-__all__ += [
+    # data
+    "Batch",
+    "make_batch",
+    "token_batches",
+    "BPETokenizer",
+    "train_bpe_tokenizer",
+    "train_translation_tokenizer",
+    # training
     "TrainConfig",
     "TrainResult",
     "train",
     "sequence_loss",
     "evaluate_loss",
     "train_state_path",
-]
-__all__ += ["noam_rate", "noam_schedule"]
-__all__ += [
+    "noam_rate",
+    "noam_schedule",
+    # decoding
     "DecodeConfig",
     "greedy_decode",
     "beam_search",

@@ -1,5 +1,5 @@
-"""``python -m transformer_lib`` runs nothing: the command line is ``python -m
-transformer_tasks``.
+"""``python -m transformer_lib`` runs nothing: the command line is now ``python -m
+transformer_tasks``, the application's.
 """
 
 import sys

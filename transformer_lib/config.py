@@ -3,41 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import Any
 
 from .nn.feedforward import Activation
 from .nn.layers import LayerSpec
 from .nn.norms import NormName
-from .nn.positional import Positional
-from .validation import check_divisible, check_positive_int, check_probability
-
-POSITIONALS: tuple[str, ...] = get_args(Positional)
-"""The positional variants: the paper's fixed table, a learned table, rotary embeddings."""
-
-
-def _check_field(name: str, value: object, kind: object) -> None:
-    """Check one field by its annotated type: one of a ``Literal``'s choices, a bool, a probability,
-    a positive int.
-    """
-    if get_origin(kind) is Literal:
-        if not isinstance(value, str) or value not in get_args(kind):
-            raise ValueError(f"{name}={value!r} is not one of {list(get_args(kind))}")
-    elif kind is bool:
-        if not isinstance(value, bool):
-            raise TypeError(
-                f"{name} must be a bool (True or False), got {type(value).__name__} ({value!r})"
-            )
-    elif kind is float:  # the float fields are the dropout probabilities
-        check_probability(name, value)
-    # an id, so 0 is allowed; its upper bound is checked against the vocabularies
-    elif name == "pad_id":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(
-                f"pad_id must be an int token id, got {type(value).__name__} ({value!r})"
-            )
-    # the sizes, and num_kv_heads (int | None) when it is set
-    elif kind is int or value is not None:
-        check_positive_int(name, value)
+from .nn.positional import POSITIONALS, Positional
+from .validation import check_bool, check_choice, check_positive_int, check_token_id
 
 
 @dataclass(frozen=True)
@@ -46,7 +18,8 @@ class TransformerConfig:
 
     Defaults are the paper's base model (Vaswani et al., 2017, table 3: about 65M parameters with a
     37,000-token shared vocabulary) and, for the variants, the paper's choices, so old checkpoints,
-    whose stored config lacks the variant fields, load unchanged. Each field is checked when built.
+    whose stored config lacks the variant fields, load unchanged. Each field is checked when built
+    (those that every layer shares by :class:`~.LayerSpec`).
 
     Attributes:
         d_ff: the feed-forward hidden width, for every activation (see :class:`~.FeedForward`).
@@ -83,35 +56,28 @@ class TransformerConfig:
     num_kv_heads: int | None = None
 
     def __post_init__(self) -> None:
-        hints = get_type_hints(TransformerConfig)
-        for f in fields(self):  # each field by its type, then the fields together
-            _check_field(f.name, getattr(self, f.name), hints[f.name])
-        check_divisible(self.d_model, self.num_heads)
-        if self.positional == "sinusoidal" and self.d_model % 2 != 0:
-            raise ValueError(
-                f"d_model={self.d_model} must be even for the sinusoidal positional encoding"
-            )
-        if self.positional == "rope" and (self.d_model // self.num_heads) % 2 != 0:
-            raise ValueError(
-                "positional='rope' rotates pairs of features, so the head width d_model / "
-                "num_heads = "
-                f"{self.d_model}/{self.num_heads} = {self.d_model // self.num_heads} must be even"
-            )
-        for name in ("src_vocab_size", "tgt_vocab_size"):
-            if not 0 <= self.pad_id < getattr(self, name):
-                raise ValueError(
-                    f"pad_id={self.pad_id} must be a valid id of {name}={getattr(self, name)}"
-                )
+        sizes = ("src_vocab_size", "tgt_vocab_size", "num_encoder_layers", "num_decoder_layers")
+        for name in (*sizes, "max_len"):
+            check_positive_int(name, getattr(self, name))
+        for name in ("tie_embeddings", "share_embeddings"):
+            check_bool(name, getattr(self, name))
+        check_choice("positional", self.positional, list(POSITIONALS))
+        check_token_id("pad_id", self.pad_id, min(self.src_vocab_size, self.tgt_vocab_size))
+        self.layer_spec()  # checks the fields that every layer shares
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 f"share_embeddings=True needs src_vocab_size == tgt_vocab_size, got "
                 f"{self.src_vocab_size} and {self.tgt_vocab_size}"
             )
-        if self.num_kv_heads is not None and self.num_heads % self.num_kv_heads != 0:
+        if self.positional == "sinusoidal" and self.d_model % 2 != 0:
             raise ValueError(
-                f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads} (each "
-                "key/value head serves the same number of query heads); try one of "
-                f"{[h for h in range(1, self.num_heads + 1) if self.num_heads % h == 0]}"
+                f"d_model={self.d_model} must be even for the sinusoidal positional encoding"
+            )
+        head_width = self.d_model // self.num_heads
+        if self.positional == "rope" and head_width % 2 != 0:
+            raise ValueError(
+                "positional='rope' rotates pairs of features, so the head width d_model / "
+                f"num_heads = {self.d_model}/{self.num_heads} = {head_width} must be even"
             )
 
     def layer_spec(self) -> LayerSpec:

@@ -5,29 +5,64 @@ the model's ``pad_id`` is never generated (its logit is masked), so a padded row
 With ``use_cache=True`` each step feeds only the newest token (earlier self-attention keys and
 values from a :class:`~.KVCache`, the cross-attention ones computed once); with ``False`` each step
 re-runs the decoder over the whole prefix (the same tokens, tested, at ``O(t^2)`` attention per step
-instead of ``O(t)``). Both run the model in eval mode.
+instead of ``O(t)``). Both run the model in eval mode. :func:`sequence_log_prob` scores any decoded
+rows under the same rules.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import chain
-from typing import Any
+from typing import Protocol
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
+from .config import TransformerConfig
 from .eval_mode import eval_mode
 from .nn.masks import causal_mask, padding_mask
-from .validation import check_positive_int, check_token_ids
+from .nn.multihead import KVCache
+from .validation import check_positive_int, check_token_id, check_token_ids
 
 __all__ = [
     "DecodeConfig",
+    "EncoderDecoder",
     "beam_search",
     "greedy_decode",
     "length_penalty_factor",
     "sequence_log_prob",
 ]
+
+Cache = list[tuple[KVCache, KVCache]]
+
+
+class EncoderDecoder(Protocol):
+    """What the decoders need of a model: a :class:`~.Transformer` is one."""
+
+    config: TransformerConfig
+
+    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        """Source ids ``(B, S)`` -> memory ``(B, S, d_model)``."""
+        ...
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        cache: Cache | None = None,
+    ) -> Tensor:
+        """Target ids ``(B, T)`` against ``memory`` -> logits ``(B, T, tgt_vocab_size)``."""
+        ...
+
+    def new_cache(self) -> Cache:
+        """Empty key/value caches, one (self, cross) pair per decoder layer."""
+        ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]:
+        """The weights (the decoders put their tensors on the weights' device)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -71,33 +106,25 @@ def length_penalty_factor(length: int | Tensor, alpha: float) -> float | Tensor:
 
 
 def _check_decode_args(
-    model: Any, src: Tensor, max_len: int, bos_id: int, eos_id: int
-) -> tuple[torch.device, int]:
-    if not isinstance(src, Tensor) or src.dim() != 2 or 0 in src.shape:
-        got = tuple(src.shape) if isinstance(src, Tensor) else type(src).__name__
-        raise ValueError(f"src must be a (B, S) tensor of token ids with B, S > 0, got {got}")
+    model: EncoderDecoder, src: Tensor, max_len: int, bos_id: int, eos_id: int
+) -> None:
+    """The decoders' entry checks; the ids' range is read here once per call, never in a forward
+    pass.
+    """
+    check_token_ids("src", src, model.config.src_vocab_size)
     if src.dtype != torch.long:
         raise TypeError(f"src must hold torch.long token ids, got dtype {src.dtype}")
-    # The ids' range, checked here once per call: the model's forward pass reads no values back.
-    src_vocab = getattr(model.config, "src_vocab_size", None)
-    if src_vocab is not None:
-        check_token_ids("src", src, src_vocab)
+    if 0 in src.shape:
+        raise ValueError(f"src must have B, S > 0, got shape {tuple(src.shape)}")
     check_positive_int("max_len", max_len)
-    pad_id, vocab = model.config.pad_id, getattr(model.config, "tgt_vocab_size", None)
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a non-negative int token id, got {value!r}")
-        if vocab is not None and value >= vocab:
-            raise ValueError(
-                f"{name}={value} is not a valid id of the target vocabulary (size {vocab})"
-            )
-        if value == pad_id:
-            raise ValueError(f"{name}={value} equals the model's pad_id={pad_id}; they must differ")
-    return next(chain(model.parameters(), model.buffers()), src).device, pad_id
+        check_token_id(name, value, model.config.tgt_vocab_size)
+        if value == model.config.pad_id:
+            raise ValueError(f"{name}={value} equals the model's pad_id; they must differ")
 
 
 def _next_log_probs(
-    model: Any, tokens: Tensor, memory: Tensor, src_mask: Tensor, cache: Any, pad_id: int
+    model: EncoderDecoder, tokens: Tensor, memory: Tensor, src_mask: Tensor, cache: Cache | None
 ) -> Tensor:
     """Log-probabilities of the next token after ``tokens`` (padding excluded).
 
@@ -112,55 +139,52 @@ def _next_log_probs(
         mask = causal_mask(tokens.size(1), tokens.device)  # (t, t); a live prefix has no padding
         logits = model.decode(tokens, memory, src_mask, mask)  # (N, t, V): the whole prefix again
     logits = logits[:, -1].float()  # (N, V)
-    logits[:, pad_id] = float("-inf")  # padding is never generated
+    logits[:, model.config.pad_id] = float("-inf")  # padding is never generated
     return torch.log_softmax(logits, dim=-1)
 
 
 def greedy_decode(
-    model: Any,
+    model: EncoderDecoder,
     src: Tensor,
     max_len: int,
     bos_id: int,
     eos_id: int,
     use_cache: bool = True,
-    return_scores: bool = False,
-) -> Tensor | tuple[Tensor, Tensor]:
+) -> Tensor:
     """Decode a batch by taking the most probable token at every step (贪心解码).
 
     Args:
-        model: a :class:`~.Transformer` (anything with ``encode``, ``decode``, ``new_cache`` and
-            ``config.pad_id``).
+        model: a :class:`~.Transformer` (any :class:`EncoderDecoder`).
         max_len: longest output row, ``bos`` included; decoding stops once every row has produced
             ``eos_id``.
-        return_scores: also return each row's ``sum_t log p(y_t | y_<t, x)`` over its tokens up to
-            ``eos`` (included).
 
     Shape:
-        src: ``(B, S)``; output: ``(B, L)`` with ``L <= max_len``; scores: ``(B,)`` float32.
+        src: ``(B, S)``; output: ``(B, L)`` with ``L <= max_len``.
     """
-    device, pad_id = _check_decode_args(model, src, max_len, bos_id, eos_id)
-    src, batch = src.to(device), src.size(0)
+    _check_decode_args(model, src, max_len, bos_id, eos_id)
+    device = next(model.parameters()).device
+    src = src.to(device)
+    batch = src.size(0)
+    pad_id = model.config.pad_id
     with eval_mode(model):
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, d_model)
         cache = model.new_cache() if use_cache else None
         tokens = torch.full((batch, 1), bos_id, dtype=torch.long, device=device)  # (B, 1)
         done = torch.zeros(batch, dtype=torch.bool, device=device)  # (B,)
-        scores = torch.zeros(batch, dtype=torch.float32, device=device)  # (B,)
         for _ in range(max_len - 1):
-            log_probs = _next_log_probs(model, tokens, memory, src_mask, cache, pad_id)  # (B, V)
-            best_lp, best = log_probs.max(dim=-1)  # (B,), (B,)
+            log_probs = _next_log_probs(model, tokens, memory, src_mask, cache)  # (B, V)
+            best = log_probs.max(dim=-1).indices  # (B,)
             best = best.masked_fill(done, pad_id)  # finished rows only get padding
-            scores += best_lp.masked_fill(done, 0.0)
             tokens = torch.cat([tokens, best[:, None]], dim=1)  # (B, t) -> (B, t + 1)
             done |= best == eos_id
             if bool(done.all()):
                 break
-    return (tokens, scores) if return_scores else tokens
+    return tokens
 
 
 def beam_search(
-    model: Any,
+    model: EncoderDecoder,
     src: Tensor,
     beam_size: int,
     max_len: int,
@@ -168,36 +192,35 @@ def beam_search(
     eos_id: int,
     length_penalty: float = DecodeConfig.length_penalty,
     use_cache: bool = True,
-    return_scores: bool = False,
-) -> Tensor | tuple[Tensor, Tensor]:
+) -> Tensor:
     """Batched beam search (束搜索) with GNMT's length penalty and early stopping per row.
 
     Each row keeps ``beam_size`` live beams. At every step the ``2 * beam_size`` best extensions of
     its beams (by summed log-probability) are examined in order: one ending in ``eos_id`` among the
     first ``beam_size`` becomes a finished hypothesis, scored ``log P / lp(len)``
-    (:func:`~.length_penalty_factor`; also what ``return_scores`` returns); the first ``beam_size``
-    others become the next beams. A row is done once it has ``beam_size`` finished hypotheses; at
-    ``max_len`` the live beams of unfinished rows compete as they are. With ``beam_size=1`` this is
-    exactly :func:`~.greedy_decode`, whose other arguments these are.
+    (:func:`~.length_penalty_factor`); the first ``beam_size`` others become the next beams. A row
+    is done once it has ``beam_size`` finished hypotheses; at ``max_len`` the live beams of
+    unfinished rows compete as they are. With ``beam_size=1`` this is exactly
+    :func:`~.greedy_decode`, whose other arguments these are.
 
     Shape:
-        src: ``(B, S)``; output: ``(B, L)``, ``L <= max_len``; scores: ``(B,)`` float32.
+        src: ``(B, S)``; output: ``(B, L)``, ``L <= max_len``.
     """
-    device, pad_id = _check_decode_args(model, src, max_len, bos_id, eos_id)
+    _check_decode_args(model, src, max_len, bos_id, eos_id)
     check_positive_int("beam_size", beam_size)
     _check_non_negative("length_penalty", length_penalty)
+    device = next(model.parameters()).device
     src = src.to(device)
     beams = _Beams(src.size(0), beam_size, bos_id, eos_id, length_penalty, device)
     with eval_mode(model):
-        src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+        src_mask = padding_mask(src, model.config.pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, d_model)
         # (B, S, d) -> (B*K, S, d): beam j of row b is b*K + j
         memory = memory.repeat_interleave(beam_size, dim=0)
         src_mask = src_mask.repeat_interleave(beam_size, dim=0)  # (B*K, 1, 1, S)
         cache = model.new_cache() if use_cache else None
         for step in range(1, max_len):
-            # (B*K, V)
-            log_probs = _next_log_probs(model, beams.tokens, memory, src_mask, cache, pad_id)
+            log_probs = _next_log_probs(model, beams.tokens, memory, src_mask, cache)  # (B*K, V)
             index = beams.step(step, log_probs)  # (B*K,): the parent of each new beam
             if cache is not None:
                 # the static cross-attention cache stays as is
@@ -206,7 +229,7 @@ def beam_search(
             if all(beams.row_done):
                 break
         beams.finish_cut_rows()  # rows cut by max_len: their live beams compete with what finished
-    return beams.best(pad_id, return_scores)
+    return beams.best(model.config.pad_id)
 
 
 class _Beams:
@@ -217,7 +240,11 @@ class _Beams:
     def __init__(
         self, batch: int, k: int, bos_id: int, eos_id: int, alpha: float, device: torch.device
     ) -> None:
-        self.batch, self.k, self.bos_id, self.eos_id, self.alpha = batch, k, bos_id, eos_id, alpha
+        self.batch = batch
+        self.k = k  # beams per row
+        self.bos_id = bos_id
+        self.eos_id = eos_id
+        self.alpha = alpha  # the length penalty's
         # (B*K, 1)
         self.tokens = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=device)
         self.scores = torch.zeros(batch, k, device=device)  # (B, K) summed log-probabilities
@@ -231,19 +258,21 @@ class _Beams:
         """Extend every beam by every token, keep the best; return the parent of each new beam
         ``(B*K,)``.
         """
-        batch, k, vocab = self.batch, self.k, log_probs.size(-1)
+        batch, k = self.batch, self.k
+        vocab = log_probs.size(-1)
         # (B*K, V) -> (B, K*V)
         candidates = (self.scores.view(-1, 1) + log_probs).view(batch, k * vocab)
         top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=-1)  # (B, 2K)
-        top_beam, top_token = top_index // vocab, top_index % vocab  # (B, 2K) each
+        top_beam = top_index // vocab  # (B, 2K): the beam each candidate extends
+        top_token = top_index % vocab  # (B, 2K): the token it adds
         is_eos = top_token == self.eos_id  # (B, 2K)
         self._collect_finished(step, top_scores, top_beam, is_eos)
         # Live beams: the first K candidates of each row that do not end in eos.
         keep = ~is_eos  # (B, 2K)
         rank = keep.long().cumsum(dim=-1) - 1  # (B, 2K): rank among non-eos candidates
         chosen = keep & (rank < k)  # exactly K per row (at most K candidates can be eos)
-        # (B, K) each
-        next_beam, next_token = top_beam[chosen].view(batch, k), top_token[chosen].view(batch, k)
+        next_beam = top_beam[chosen].view(batch, k)  # (B, K)
+        next_token = top_token[chosen].view(batch, k)  # (B, K)
         self.scores = top_scores[chosen].view(batch, k)  # (B, K)
         # (B*K,) flat index of each new beam's parent
         index = (self.row_offset + next_beam).view(-1)
@@ -281,57 +310,55 @@ class _Beams:
                         (score / penalty, self.tokens[row * self.k + j, 1:].tolist())
                     )
 
-    def best(self, pad_id: int, return_scores: bool) -> Tensor | tuple[Tensor, Tensor]:
-        """The best-scoring hypothesis of each row, padded into ``(B, L)`` (and its score)."""
+    def best(self, pad_id: int) -> Tensor:
+        """The best-scoring hypothesis of each row, padded into ``(B, L)``."""
         device = self.tokens.device
-        best = [max(hyps, key=lambda h: h[0]) for hyps in self.finished]
-        width = 1 + max(len(seq) for _, seq in best)
+        best = [max(hyps, key=lambda h: h[0])[1] for hyps in self.finished]
+        width = 1 + max(len(seq) for seq in best)
         out = torch.full((self.batch, width), pad_id, dtype=torch.long, device=device)  # (B, L)
         out[:, 0] = self.bos_id
-        for row, (_, seq) in enumerate(best):
+        for row, seq in enumerate(best):
             out[row, 1 : 1 + len(seq)] = torch.tensor(seq, dtype=torch.long, device=device)
-        if return_scores:
-            return out, torch.tensor(
-                [score for score, _ in best], dtype=torch.float32, device=device
-            )
         return out
 
 
-def sequence_log_prob(model: Any, src: Tensor, tokens: Tensor, eos_id: int) -> Tensor:
+def sequence_log_prob(model: EncoderDecoder, src: Tensor, tokens: Tensor, eos_id: int) -> Tensor:
     """Log-probability the model gives to each decoded row, under the same rules as the decoders.
 
-    ``tokens`` are rows in the decoders' format (``bos``, tokens, ``eos``, padding); a row scores
-    ``sum_t log p(y_t | y_<t, x)`` over its tokens after ``bos`` up to its first ``eos``, padding
-    excluded from the softmax as when decoding: one independent measure of different decoders.
+    ``tokens`` are rows in the decoders' format (``bos``, tokens, ``eos``, padding), every row
+    starting with the same ``bos``; a row scores ``sum_t log p(y_t | y_<t, x)`` over its tokens
+    after ``bos`` up to its first ``eos``, padding excluded from the softmax as when decoding: one
+    independent measure of different decoders (beam search ranks by this score divided by
+    :func:`length_penalty_factor` of the row's length).
 
     Shape:
         src: ``(B, S)``; tokens: ``(B, L)``; output: ``(B,)`` float32.
     """
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.size(0) != src.size(0):
+    check_token_ids("tokens", tokens, model.config.tgt_vocab_size)
+    if tokens.size(0) != src.size(0) or tokens.size(1) < 2:
+        raise ValueError(f"tokens must be (B={src.size(0)}, L >= 2) ids, got {tuple(tokens.shape)}")
+    starts = tokens[:, 0]  # (B,)
+    bos_id = int(starts[0])
+    if not bool((starts == bos_id).all()):
         raise ValueError(
-            f"tokens must be (B={src.size(0)}, L) ids, got {getattr(tokens, 'shape', tokens)}"
+            f"every row of tokens must start with the same bos id, got {starts.tolist()}"
         )
-    device, pad_id = _check_decode_args(
-        model, src, max(tokens.size(1), 1), int(tokens[0, 0]), eos_id
-    )
-    if getattr(model.config, "tgt_vocab_size", None) is not None:
-        check_token_ids("tokens", tokens, model.config.tgt_vocab_size)
+    _check_decode_args(model, src, tokens.size(1), bos_id, eos_id)
+    device = next(model.parameters()).device
     src, tokens = src.to(device), tokens.to(device)
+    pad_id = model.config.pad_id
     with eval_mode(model):
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, d)
-        logits = model.decode(
-            tokens[:, :-1], memory, src_mask, causal_mask(tokens.size(1) - 1, device)
-        ).float()
+        prefix_mask = causal_mask(tokens.size(1) - 1, device)  # (L-1, L-1)
+        logits = model.decode(tokens[:, :-1], memory, src_mask, prefix_mask).float()
         logits[..., pad_id] = float("-inf")
         log_probs = torch.log_softmax(logits, dim=-1)  # (B, L-1, V)
         target = tokens[:, 1:]  # (B, L-1)
-        # (B, L-1)
-        picked = log_probs.gather(-1, target.masked_fill(target == pad_id, 0)[..., None]).squeeze(
-            -1
-        )
+        is_pad = target == pad_id
+        picked = log_probs.gather(-1, target.masked_fill(is_pad, 0)[..., None]).squeeze(-1)
         # A position counts if no eos came before it and it is not padding.
-        # (B, L-1)
-        eos_before = torch.cumsum((target == eos_id).long(), dim=1) - (target == eos_id).long()
-        counted = (eos_before == 0) & (target != pad_id)
+        is_eos = (target == eos_id).long()  # (B, L-1)
+        eos_before = torch.cumsum(is_eos, dim=1) - is_eos  # (B, L-1)
+        counted = (eos_before == 0) & ~is_pad
         return torch.where(counted, picked, 0.0).sum(dim=1)  # (B,)

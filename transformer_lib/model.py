@@ -9,8 +9,8 @@ from .nn.embedding import TokenEmbedding
 from .nn.layers import Decoder, Encoder
 from .nn.masks import causal_mask, padding_mask, target_mask
 from .nn.multihead import KVCache
-from .nn.positional import RotaryEmbedding, make_positional
-from .validation import check_mask, check_token_tensor
+from .nn.positional import POSITIONALS, RotaryEmbedding
+from .validation import check_mask, check_token_batch
 
 
 class Transformer(nn.Module):
@@ -36,12 +36,13 @@ class Transformer(nn.Module):
         super().__init__()
         if not isinstance(config, TransformerConfig):
             raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
-        self.config = c = config
+        self.config = config
+        c = config
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, padding_idx=c.pad_id)
         if c.share_embeddings:
             self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
-        self.positional = make_positional(c.positional, c.d_model, c.dropout, c.max_len)
+        self.positional = POSITIONALS[c.positional](c.d_model, c.dropout, c.max_len)
         rotary = (
             RotaryEmbedding(c.d_model // c.num_heads, c.max_len) if c.positional == "rope" else None
         )
@@ -56,11 +57,7 @@ class Transformer(nn.Module):
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """Encode source ids into memory ``(B, S, d_model)``."""
-        check_token_tensor("src", src)
-        if src.dim() != 2:
-            raise ValueError(
-                f"src must be a (B, S) tensor of token ids, got shape {tuple(src.shape)}"
-            )
+        check_token_batch("src", src)
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
         batch, length = src.shape
@@ -82,11 +79,7 @@ class Transformer(nn.Module):
         positions and ``tgt_mask`` should be ``None``: each then attends to every cached position
         and to the new ones up to itself.
         """
-        check_token_tensor("tgt", tgt)
-        if tgt.dim() != 2:
-            raise ValueError(
-                f"tgt must be a (B, T) tensor of token ids, got shape {tuple(tgt.shape)}"
-            )
+        check_token_batch("tgt", tgt)
         offset = cache[0][0].length if cache else 0  # positions already decoded (and cached)
         if tgt_mask is None and cache is None:
             tgt_mask = target_mask(tgt, self.config.pad_id)  # (B, 1, T, T): causal, padding hidden
@@ -108,9 +101,10 @@ class Transformer(nn.Module):
         tgt_mask: Tensor | None = None,
     ) -> Tensor:
         """Teacher-forced pass: logits for every target position."""
-        memory = self.encode(src, src_mask)  # validates src first
-        if src_mask is None:
+        if src_mask is None:  # built once, for the encoder and for cross-attention
+            check_token_batch("src", src)
             src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
+        memory = self.encode(src, src_mask)
         return self.decode(tgt, memory, src_mask, tgt_mask)
 
     def new_cache(self) -> list[tuple[KVCache, KVCache]]:

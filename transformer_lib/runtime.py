@@ -7,6 +7,7 @@ import os
 import platform
 import random
 from collections.abc import Iterable, Iterator
+from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -48,7 +49,9 @@ def torch_threads(threads: int | None) -> Iterator[int]:
         torch.set_num_threads(previous)
 
 
-AMP_CHOICES = ("auto", "none", "bf16", "fp16")
+AmpMode = Literal["auto", "none", "bf16", "fp16"]
+AMP_CHOICES: tuple[str, ...] = get_args(AmpMode)
+"""The mixed precisions a run can ask for (``TrainConfig.amp``); ``"auto"`` resolves to another."""
 # /proc/cpuinfo flags of native bfloat16 arithmetic
 BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 

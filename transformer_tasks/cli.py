@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,10 @@ from .translation import (
 )
 
 PROG = "python -m transformer_tasks"
-TRAIN_TRANSLATION, TRANSLATE, EXPORT_ONNX = "train-translation", "translate", "export-onnx"
+TRAIN_TRANSLATION = "train-translation"
+TRANSLATE = "translate"
+EXPORT_ONNX = "export-onnx"
+MADE_BY = f"saved by '{TRAIN_TRANSLATION} --save'"
 NEEDS_DIR = "needs --checkpoint-dir DIR (the directory the run writes its checkpoints into)"
 
 
@@ -59,13 +63,34 @@ def _int_at_least(low: int) -> Callable[[str], int]:
     return parse
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", choices=DEVICES, default="auto", help="where to run (default: auto)")
-    p.add_argument("--seed", type=_int_at_least(0), default=0, help="random seed (default: 0)")
-    p.add_argument(
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (its ``--help`` lists the sub-commands)."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Train and use the Transformer of the book.",
+        epilog="Training commands print their results as one JSON object on the last line of "
+        "stdout.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_copy(commands)
+    _add_train_translation(commands)
+    _add_translate(commands)
+    _add_export_onnx(commands)
+    return parser
+
+
+def _add_common(command: argparse.ArgumentParser) -> None:
+    """The flags of both training commands."""
+    command.add_argument(
+        "--device", choices=DEVICES, default="auto", help="where to run (default: auto)"
+    )
+    command.add_argument(
+        "--seed", type=_int_at_least(0), default=0, help="random seed (default: 0)"
+    )
+    command.add_argument(
         "--save", metavar="PATH", help="save the trained model to this .safetensors file"
     )
-    p.add_argument(
+    command.add_argument(
         "--threads",
         type=_int_at_least(1),
         metavar="N",
@@ -73,87 +98,46 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (its ``--help`` lists the sub-commands)."""
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="Train and use the Transformer of the book.",
-        epilog="Training commands print their results as one JSON object on the last "
-        "line of stdout.",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    copy = sub.add_parser(
+def _add_copy(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
         "copy",
         help="train the copy task (seconds on a CPU)",
         description="Train a small Transformer to copy sequences of 10 symbols until greedy "
         "decoding copies 1,000 held-out sequences exactly (or a step limit).",
     )
-    _add_common(copy)
-    copy.add_argument(
+    _add_common(command)
+    command.add_argument(
         "--max-steps", type=_int_at_least(1), metavar="N", help="step limit (default: the task's)"
     )
-    copy.add_argument(
+    command.add_argument(
         "--grad-accum", type=_int_at_least(1), default=1, metavar="N", help="batches of 64 per step"
     )
-    _add_train_translation(
-        sub.add_parser(
-            TRAIN_TRANSLATION,
-            help="train German-to-English translation on Multi30k and report sacreBLEU",
-            description="Train German-to-English on Multi30k and score test_2016_flickr with "
-            "sacreBLEU (greedy and beam "
-            "search). Stop a run that writes checkpoints (--checkpoint-dir) at any time (Ctrl-C) "
-            "and continue it with "
-            "the same command and --resume.",
-        )
-    )
-    made_by = f"saved by '{TRAIN_TRANSLATION} --save'"
-    cmd = sub.add_parser(
-        TRANSLATE,
-        help=f"translate German sentences with a model {made_by}",
-        description="Translate German sentences (one output line per sentence).",
-    )
-    cmd.add_argument(
-        "sentences",
-        nargs="+",
-        metavar="SENTENCE",
-        help='German text, e.g. "Ein Mann fährt Fahrrad."',
-    )
-    cmd.add_argument("--checkpoint", required=True, metavar="PATH", help=made_by)
-    cmd.add_argument(
-        "--beam",
-        type=_int_at_least(1),
-        default=1,
-        metavar="N",
-        help="beam size (default: 1, greedy)",
-    )
-    cmd.add_argument(
-        "--device", choices=DEVICES, default="auto", help="where to run (default: auto)"
-    )
-    onnx = sub.add_parser(
-        EXPORT_ONNX,
-        help=f"export a model {made_by} to ONNX for ONNX Runtime",
-        description="Write encoder.onnx, decoder.onnx and tokenizer.json into a folder.",
-    )
-    onnx.add_argument("--checkpoint", required=True, metavar="PATH", help=made_by)
-    onnx.add_argument("--out", required=True, metavar="DIR", help="the folder to write them into")
-    return parser
 
 
-def _add_train_translation(cmd: argparse.ArgumentParser) -> None:
-    add, steps = cmd.add_argument, _int_at_least(1)
+def _add_train_translation(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
+        TRAIN_TRANSLATION,
+        help="train German-to-English translation on Multi30k and report sacreBLEU",
+        description="Train German-to-English on Multi30k and score test_2016_flickr with "
+        "sacreBLEU (greedy and beam search). Stop a run that writes checkpoints "
+        "(--checkpoint-dir) at any time (Ctrl-C) and continue it with the same command and "
+        "--resume.",
+    )
+    add = command.add_argument
+    steps = _int_at_least(1)
     add(
         "--data-dir",
         metavar="DIR",
-        help="the Multi30k files' folder, downloaded if missing (default: "
-        "$MULTI30K_DIR, else ~/.cache/transformer_lib/multi30k)",
+        help="the Multi30k files' folder, downloaded if missing (default: $MULTI30K_DIR, else "
+        "~/.cache/transformer_lib/multi30k)",
     )
     add(
         "--profile",
         choices=list(TRANSLATION_PROFILES),
-        help="smoke (seconds, for the tests), cpu (900 steps, at most 30 minutes), "
-        "gpu (one GPU); default: gpu on CUDA, else cpu ($TRANSFORMER_PROFILE overrides)",
+        help="smoke (seconds, for the tests), cpu (900 steps, at most 30 minutes), gpu (one GPU); "
+        "default: gpu on CUDA, else cpu ($TRANSFORMER_PROFILE overrides)",
     )
-    budget = cmd.add_mutually_exclusive_group()
+    budget = command.add_mutually_exclusive_group()
     budget.add_argument(
         "--max-steps", type=steps, metavar="N", help="train exactly N steps, no time limit"
     )
@@ -171,24 +155,66 @@ def _add_train_translation(cmd: argparse.ArgumentParser) -> None:
         default=[],
         metavar="SECTION.FIELD=VALUE",
         help="set any field of the configuration after the other flags (repeatable), e.g. "
-        "train.lr=2e-3, "
-        "model.positional=rope, average_last=1; sections: model, train, decode, data",
+        "train.lr=2e-3, model.positional=rope, average_last=1; sections: model, train, decode, "
+        "data",
     )
+    _add_checkpoint_flags(command)
+    _add_common(command)
+
+
+def _add_checkpoint_flags(command: argparse.ArgumentParser) -> None:
+    add = command.add_argument
     add(
         "--checkpoint-dir",
         metavar="DIR",
-        help="write the resumable training state into DIR every "
-        "--checkpoint-every steps and at the end, keeping the newest",
+        help="write the resumable training state into DIR every --checkpoint-every steps and at "
+        "the end, keeping the newest",
     )
     every = ", ".join(f"{k} {p.train.eval_every}" for k, p in TRANSLATION_PROFILES.items())
     add(
         "--checkpoint-every",
-        type=steps,
+        type=_int_at_least(1),
         metavar="N",
         help=f"steps between two (default: each evaluation, {every})",
     )
     add("--resume", action="store_true", help="continue the run in --checkpoint-dir (same flags)")
-    _add_common(cmd)
+
+
+def _add_translate(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
+        TRANSLATE,
+        help=f"translate German sentences with a model {MADE_BY}",
+        description="Translate German sentences (one output line per sentence).",
+    )
+    command.add_argument(
+        "sentences",
+        nargs="+",
+        metavar="SENTENCE",
+        help='German text, e.g. "Ein Mann fährt Fahrrad."',
+    )
+    command.add_argument("--checkpoint", required=True, metavar="PATH", help=MADE_BY)
+    command.add_argument(
+        "--beam",
+        type=_int_at_least(1),
+        default=1,
+        metavar="N",
+        help="beam size (default: 1, greedy)",
+    )
+    command.add_argument(
+        "--device", choices=DEVICES, default="auto", help="where to run (default: auto)"
+    )
+
+
+def _add_export_onnx(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser(
+        EXPORT_ONNX,
+        help=f"export a model {MADE_BY} to ONNX for ONNX Runtime",
+        description="Write encoder.onnx, decoder.onnx and tokenizer.json into a folder.",
+    )
+    command.add_argument("--checkpoint", required=True, metavar="PATH", help=MADE_BY)
+    command.add_argument(
+        "--out", required=True, metavar="DIR", help="the folder to write them into"
+    )
 
 
 def _device(name: str, training: bool = False) -> torch.device:
@@ -209,12 +235,12 @@ def _print_json(result: dict[str, Any]) -> None:
 def _run_copy(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    device, settings = (
-        _device(args.device, training=True),
-        CopyTaskSettings(grad_accum=args.grad_accum),
-    )
     result = run_copy_task(
-        device, seed=args.seed, max_steps=args.max_steps, save_path=args.save, settings=settings
+        _device(args.device, training=True),
+        seed=args.seed,
+        max_steps=args.max_steps,
+        save_path=args.save,
+        settings=CopyTaskSettings(grad_accum=args.grad_accum),
     )
     if args.save:
         result["checkpoint"] = str(args.save)
@@ -247,8 +273,13 @@ def _run_train_translation(args: argparse.Namespace) -> int:
     if args.resume and config.train.checkpoint_path is None:
         raise CLIError(f"--resume {NEEDS_DIR}")
     try:
-        kwargs = {"data_dir": args.data_dir, "save": args.save, "resume": args.resume}
-        result = run_translation(profile=config, device=device, **kwargs)
+        result = run_translation(
+            data_dir=args.data_dir,
+            profile=config,
+            device=device,
+            save=args.save,
+            resume=args.resume,
+        )
     except Multi30kError as error:
         raise CLIError(f"the Multi30k data set is not available: {error}") from None
     except ResumeError as error:
@@ -265,7 +296,8 @@ def load_translation_checkpoint(
     """``(model, tokenizer, metadata)`` of a ``train-translation --save`` checkpoint, or a
     :class:`~.CLIError`.
     """
-    path, train = Path(path), f"{PROG} {TRAIN_TRANSLATION} --save PATH"
+    path = Path(path)
+    train = f"{PROG} {TRAIN_TRANSLATION} --save PATH"  # how to make one
     if not path.is_file():
         raise CLIError(f"checkpoint {str(path)!r} does not exist (train one with: {train})")
     try:
@@ -278,8 +310,7 @@ def load_translation_checkpoint(
         model, metadata = load_checkpoint(path, map_location=device)
         if not isinstance(metadata.get("tokenizer"), str):
             raise CLIError(
-                f"checkpoint {str(path)!r} has no tokenizer in its metadata; it cannot translate "
-                "text"
+                f"checkpoint {str(path)!r} has no tokenizer in its metadata: it cannot translate"
             )
         return model, BPETokenizer.from_json_str(metadata["tokenizer"]), metadata
     except ValueError as error:  # not a checkpoint, or a broken one
@@ -304,10 +335,9 @@ def _run_translate(args: argparse.Namespace) -> int:
     sentences = [s.strip() for s in args.sentences]
     if not all(sentences):
         raise CLIError("every SENTENCE must hold some text")
-    decode = checkpoint_decoding(metadata, args.checkpoint)
-    limits = {"max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
+    decode = replace(checkpoint_decoding(metadata, args.checkpoint), beam_size=args.beam)
     print(
-        *translate(model, tokenizer, sentences, args.beam, decode.length_penalty, **limits),
+        *translate(model, tokenizer, sentences, decode),
         sep="\n",
         flush=True,
     )

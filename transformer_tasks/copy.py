@@ -25,11 +25,11 @@ from torch import Tensor
 
 from transformer_lib.checkpoint import save_checkpoint
 from transformer_lib.config import TransformerConfig
-from transformer_lib.data.batching import Batch
+from transformer_lib.data.batching import Batch, epoch_seed
 from transformer_lib.decoding import greedy_decode
 from transformer_lib.model import Transformer
 from transformer_lib.runtime import pick_device, set_seed
-from transformer_lib.training import TrainConfig, train
+from transformer_lib.training import TrainConfig, TrainResult, train
 from transformer_lib.training.distributed import is_main_process
 from transformer_lib.validation import check_positive_int
 
@@ -196,7 +196,7 @@ def run_copy_task(
     sequences = held_out_sequences(held_out).to(device)
 
     def data(epoch: int) -> Iterator[Batch]:
-        return copy_batches(settings.batch_size, seed=seed * 1_000_003 + epoch, num_batches=1000)
+        return copy_batches(settings.batch_size, seed=epoch_seed(seed, epoch), num_batches=1000)
 
     def evaluate(m: Transformer) -> dict[str, float]:
         return {"exact_match": copy_exact_match(m, sequences)}
@@ -206,13 +206,26 @@ def run_copy_task(
     if save_path is not None and is_main_process():
         ids = {"pad_id": PAD_ID, "bos_id": BOS_ID, "eos_id": EOS_ID}
         save_checkpoint(model, save_path, task="copy", **ids, steps=result.steps, exact_match=exact)
+    return _summary(model, result, settings, seed, device, time.perf_counter() - wall_start)
+
+
+def _summary(
+    model: Transformer,
+    result: TrainResult,
+    settings: CopyTaskSettings,
+    seed: int,
+    device: torch.device,
+    wall_seconds: float,
+) -> dict[str, Any]:
+    """What :func:`run_copy_task` returns (JSON-serialisable)."""
+    exact = result.last_eval.get("exact_match", 0.0)
     return {
         "task": "copy",
         "exact_match": exact,
         "reached": exact == 1.0,
         "steps": result.steps,
         "train_seconds": result.train_seconds,
-        "wall_seconds": time.perf_counter() - wall_start,
+        "wall_seconds": wall_seconds,
         "device": str(device),
         "params": model.num_parameters(),
         "seed": seed,

@@ -24,9 +24,9 @@ from transformer_lib.model import Transformer
 from transformer_lib.nn.masks import padding_mask
 
 
-class _Encoder(nn.Module):
+class _EncoderGraph(nn.Module):
     """Shape: src ``(B, S)`` int64 ids -> memory ``(B, S, d_model)``; the padding mask is built
-    inside.
+    inside, from ``config.pad_id``.
     """
 
     def __init__(self, model: Transformer) -> None:
@@ -34,15 +34,19 @@ class _Encoder(nn.Module):
         self.model = model
 
     def forward(self, src: Tensor) -> Tensor:
-        return self.model.encode(src)  # the padding mask from config.pad_id
+        return self.model.encode(src)
 
 
-class _Decoder(_Encoder):
-    """The decoder over the whole prefix, no cache. Shape: tgt ``(B, T)``, memory, src -> logits
-    ``(B, T, V)``.
+class _DecoderGraph(nn.Module):
+    """The decoder over the whole prefix, no cache. Shape: tgt ``(B, T)``, memory ``(B, S,
+    d_model)``, src ``(B, S)`` -> logits ``(B, T, V)``; the masks are built inside.
     """
 
-    def forward(self, tgt: Tensor, memory: Tensor, src: Tensor) -> Tensor:  # type: ignore[override]
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, tgt: Tensor, memory: Tensor, src: Tensor) -> Tensor:
         # decode builds the target's causal and padding mask itself, as in model(src, tgt)
         return self.model.decode(tgt, memory, padding_mask(src, self.model.config.pad_id))
 
@@ -61,34 +65,37 @@ def export_onnx(
         raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
     if not isinstance(tokenizer, BPETokenizer):
         raise TypeError(f"tokenizer must be a BPETokenizer, got {type(tokenizer).__name__}")
-    # caller's untouched
-    folder, model, pad_id = Path(folder), copy.deepcopy(model).float().cpu(), model.config.pad_id
+    folder = Path(folder)
+    model = copy.deepcopy(model).float().cpu()  # the caller's model stays as it was
     # The bounds only guide the tracing: the graphs take any batch, and lengths up to the positional
     # table.
-    batch, src_len, tgt_len = (
-        torch.export.Dim(n, max=model.config.max_len) for n in ("batch", "src_len", "tgt_len")
-    )
-    # a tracing example; tgt differs in length from src
-    src = torch.full((2, 3), pad_id + 4, dtype=torch.long)
+    batch = torch.export.Dim("batch", max=model.config.max_len)
+    src_len = torch.export.Dim("src_len", max=model.config.max_len)
+    tgt_len = torch.export.Dim("tgt_len", max=model.config.max_len)
+    src = torch.full((2, 3), model.config.pad_id + 4, dtype=torch.long)  # a tracing example
     with eval_mode(model):
         memory = model.encode(src)
-        graphs = {
-            "encoder": (_Encoder(model), (src,), ["src"], ["memory"], ({0: batch, 1: src_len},)),
-            "decoder": (
-                _Decoder(model),
-                (src[:, :2], memory, src),
-                ["tgt", "memory", "src"],
-                ["logits"],
-                ({0: batch, 1: tgt_len}, {0: batch, 1: src_len}, {0: batch, 1: src_len}),
-            ),
-        }
-        paths = {name: _export(folder / f"{name}.onnx", *graph) for name, graph in graphs.items()}
-    # HF ``tokenizers``' own format, which its JavaScript port reads too
-    text = tokenizer.to_json_str()
-    paths["tokenizer"] = atomic_write(
+        encoder = _export(
+            folder / "encoder.onnx",
+            _EncoderGraph(model),
+            args=(src,),
+            inputs=["src"],
+            outputs=["memory"],
+            shapes=({0: batch, 1: src_len},),
+        )
+        decoder = _export(
+            folder / "decoder.onnx",
+            _DecoderGraph(model),
+            args=(src[:, :2], memory, src),  # a target shorter than the source
+            inputs=["tgt", "memory", "src"],
+            outputs=["logits"],
+            shapes=({0: batch, 1: tgt_len}, {0: batch, 1: src_len}, {0: batch, 1: src_len}),
+        )
+    text = tokenizer.to_json_str()  # HF ``tokenizers``' own format, which its JavaScript port reads
+    tokenizer_path = atomic_write(
         folder / "tokenizer.json", lambda tmp: tmp.write_text(text, encoding="utf-8")
     )
-    return paths
+    return {"encoder": encoder, "decoder": decoder, "tokenizer": tokenizer_path}
 
 
 def _export(

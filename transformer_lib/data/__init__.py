@@ -4,7 +4,15 @@ Layer: above the building blocks (a batch carries its masks, :mod:`~transformer_
 below the model and training. Nothing here builds or trains a model.
 """
 
-from .batching import Batch, PadCollate, TokenBudgetSampler, batch_loader, make_batch, token_batches
+from .batching import (
+    Batch,
+    PadCollate,
+    TokenBudgetSampler,
+    batch_loader,
+    epoch_seed,
+    make_batch,
+    token_batches,
+)
 from .tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
 
 __all__ = [
@@ -12,7 +20,10 @@ __all__ = [
     "PadCollate",
     "TokenBudgetSampler",
     "batch_loader",
+    "epoch_seed",
     "make_batch",
     "token_batches",
+    "BPETokenizer",
+    "train_bpe_tokenizer",
+    "train_translation_tokenizer",
 ]
-__all__ += ["BPETokenizer", "train_bpe_tokenizer", "train_translation_tokenizer"]

@@ -24,7 +24,7 @@ from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Sampler
 
 from ..nn.masks import padding_mask, target_mask
-from ..validation import check_positive_int
+from ..validation import check_positive_int, check_token_id
 
 
 @dataclass(frozen=True)
@@ -81,18 +81,21 @@ class Batch:
         return target_mask(self.tgt_in, self.pad_id)
 
     def to(self, device: torch.device | str) -> Batch:
-        """The batch on ``device``; the copies do not block from pinned memory
-        (:meth:`pin_memory`).
-        """
-        src, tgt_in, tgt_out = (
-            t.to(device, non_blocking=True) for t in (self.src, self.tgt_in, self.tgt_out)
+        """The batch on ``device``; copies from pinned memory (:meth:`pin_memory`) do not block."""
+        return Batch(
+            src=self.src.to(device, non_blocking=True),
+            tgt_in=self.tgt_in.to(device, non_blocking=True),
+            tgt_out=self.tgt_out.to(device, non_blocking=True),
+            pad_id=self.pad_id,
         )
-        return Batch(src, tgt_in, tgt_out, self.pad_id)
 
     def pin_memory(self) -> Batch:
         """The batch in page-locked memory (what ``DataLoader(pin_memory=True)`` calls)."""
         return Batch(
-            self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.pad_id
+            src=self.src.pin_memory(),
+            tgt_in=self.tgt_in.pin_memory(),
+            tgt_out=self.tgt_out.pin_memory(),
+            pad_id=self.pad_id,
         )
 
 
@@ -137,7 +140,8 @@ def make_batch(
     Shape:
         output: ``src (B, max S_i)``, ``tgt_in``/``tgt_out`` ``(B, max T_i + 1)``.
     """
-    src, tgt = _check_ids("src_seqs", src_seqs), _check_ids("tgt_seqs", tgt_seqs)
+    src = _check_ids("src_seqs", src_seqs)
+    tgt = _check_ids("tgt_seqs", tgt_seqs)
     if len(src) != len(tgt):
         raise ValueError(
             f"src_seqs has {len(src)} sentences but tgt_seqs has {len(tgt)}; they must pair up"
@@ -145,17 +149,17 @@ def make_batch(
     if not src:
         raise ValueError("src_seqs and tgt_seqs are empty; a batch needs at least one pair")
     for name, value in (("pad_id", pad_id), ("bos_id", bos_id), ("eos_id", eos_id)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+        check_token_id(name, value)
     if len({pad_id, bos_id, eos_id}) != 3:
         raise ValueError(
             f"pad_id={pad_id}, bos_id={bos_id} and eos_id={eos_id} must be three different ids"
         )
-    tgt_in, tgt_out = (
-        _pad([[bos_id, *t] for t in tgt], pad_id),
-        _pad([[*t, eos_id] for t in tgt], pad_id),
+    return Batch(
+        src=_pad(src, pad_id),
+        tgt_in=_pad([[bos_id, *t] for t in tgt], pad_id),
+        tgt_out=_pad([[*t, eos_id] for t in tgt], pad_id),
+        pad_id=pad_id,
     )
-    return Batch(_pad(src, pad_id), tgt_in, tgt_out, pad_id)
 
 
 Pair = tuple[Sequence[int], Sequence[int]]  # (source ids, target ids)
@@ -165,11 +169,9 @@ class TokenBudgetSampler(Sampler[list[int]]):
     """A batch sampler: lists of pair indices of similar length, each batch under a token budget.
 
     With ``shuffle``, the pairs are shuffled, sorted by length inside buckets of ``bucket_size``
-    batches' worth,
-    cut into batches, and the batches shuffled: little padding, yet an order that changes with
-    ``seed``; without
-    it they come shortest first. A batch has at most ``max_tokens`` padded tokens per side (a longer
-    pair: alone).
+    batches' worth, cut into batches, and the batches shuffled: little padding, yet an order that
+    changes with ``seed``; without it they come shortest first. A batch has at most ``max_tokens``
+    padded tokens per side (a longer pair: alone).
     """
 
     def __init__(
@@ -209,18 +211,21 @@ def _length_order(
     """The pairs' indices, sorted by length: over the whole data, or (``shuffle``) inside shuffled
     buckets.
     """
-    # by target length first
-    order, key = list(range(len(lengths))), [(t, s) for s, t in lengths].__getitem__
+
+    def by_length(i: int) -> tuple[int, int]:
+        source, target = lengths[i]
+        return target, source  # by target length first
+
+    order = list(range(len(lengths)))
     if not shuffle:
-        return sorted(order, key=key)
+        return sorted(order, key=by_length)
     random.Random(seed).shuffle(order)
     mean_len = max(1, sum(max(s, t) for s, t in lengths) // max(1, len(lengths)))
-    size = max(1, bucket * max(1, max_tokens // mean_len))
-    return [
-        i
-        for start in range(0, len(order), size)
-        for i in sorted(order[start : start + size], key=key)
-    ]
+    size = max(1, bucket * max(1, max_tokens // mean_len))  # pairs per bucket
+    sorted_buckets = []
+    for start in range(0, len(order), size):
+        sorted_buckets += sorted(order[start : start + size], key=by_length)
+    return sorted_buckets
 
 
 def _fill(order: list[int], lengths: list[tuple[int, int]], max_tokens: int) -> list[list[int]]:
@@ -256,6 +261,13 @@ class PadCollate:
         )
 
 
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The data-order seed of one epoch of a run seeded ``seed`` (``seed * 1000 + epoch``): a new
+    order every epoch, and no order shared by two runs of different seeds (up to 1,000 epochs).
+    """
+    return seed * 1000 + epoch
+
+
 def batch_loader(
     pairs: Sequence[Pair],
     max_tokens: int,
@@ -265,12 +277,14 @@ def batch_loader(
     seed: int = 0,
     pin_memory: bool = False,
 ) -> DataLoader[Batch]:
-    """The shuffled batches of one epoch (``seed=epoch``: a new order each), from a ``DataLoader``
-    in :class:`~.TokenBudgetSampler` order; ``pin_memory=True`` makes their copies to a CUDA GPU
-    non-blocking.
+    """The shuffled batches of one epoch, from a ``DataLoader`` in :class:`~.TokenBudgetSampler`
+    order (``seed=epoch_seed(run_seed, epoch)``: a new order each epoch); ``pin_memory=True`` makes
+    their copies to a CUDA GPU non-blocking.
     """
     sampler = TokenBudgetSampler(pairs, max_tokens, shuffle=True, seed=seed)
-    return _loader(pairs, sampler, PadCollate(pad_id, bos_id, eos_id), pin_memory)
+    return _loader(
+        pairs, sampler, PadCollate(pad_id=pad_id, bos_id=bos_id, eos_id=eos_id), pin_memory
+    )
 
 
 def token_batches(
@@ -287,7 +301,14 @@ def token_batches(
     :func:`~.batch_loader`'s).
     """
     sampler = TokenBudgetSampler(pairs, max_tokens, shuffle, seed, bucket_size)
-    return list(_loader(pairs, sampler, PadCollate(pad_id, bos_id, eos_id), pin_memory=False))
+    return list(
+        _loader(
+            pairs,
+            sampler,
+            PadCollate(pad_id=pad_id, bos_id=bos_id, eos_id=eos_id),
+            pin_memory=False,
+        )
+    )
 
 
 def _loader(

@@ -46,7 +46,11 @@ class BPETokenizer:
                 )
         self.tokenizer = tokenizer
 
-    pad_id, bos_id, eos_id, unk_id = range(len(SPECIAL_TOKENS))
+    # The special tokens' ids, the same for every tokenizer (the constructor checks them).
+    pad_id = 0
+    bos_id = 1
+    eos_id = 2
+    unk_id = 3
 
     @property
     def vocab_size(self) -> int:

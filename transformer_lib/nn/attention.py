@@ -2,7 +2,8 @@
 teaches.
 
 ``MultiHeadAttention`` calls it when the weights are asked for, PyTorch's fused kernel otherwise
-(tested equal).
+(tested equal). It checks nothing: its callers check their inputs where they enter (shapes that do
+not fit fail in the matrix product, with PyTorch's message).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-
-from ..validation import check_mask, check_probability
 
 
 def scaled_dot_product_attention(
@@ -28,23 +27,11 @@ def scaled_dot_product_attention(
 
     Shape:
         query: ``(..., T_q, d_k)``; key: ``(..., T_k, d_k)``; value: ``(..., T_k, d_v)``; leading
-        dimensions (batch, heads) broadcast. mask: bool, ``True`` = may attend, to ``(..., T_q,
-        T_k)``.
-        output: ``(..., T_q, d_v)``; weights: ``(..., T_q, T_k)``.
+        dimensions (batch, heads) broadcast. mask: bool, ``True`` = may attend, to
+        ``(..., T_q, T_k)``. output: ``(..., T_q, d_v)``; weights: ``(..., T_q, T_k)``.
     """
-    if query.size(-1) != key.size(-1):
-        raise ValueError(
-            f"query and key must have the same last dimension d_k, got {query.size(-1)} and "
-            f"{key.size(-1)}"
-        )
-    if key.size(-2) != value.size(-2):
-        raise ValueError(
-            f"key and value must have the same length T_k, got {key.size(-2)} and {value.size(-2)}"
-        )
-    check_probability("dropout_p", dropout_p)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (..., T_q, T_k)
     if mask is not None:
-        check_mask("mask", mask, tuple(scores.shape))
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)  # (..., T_q, T_k)
     if mask is not None:

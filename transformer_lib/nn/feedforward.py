@@ -7,11 +7,12 @@ from typing import Literal
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..validation import check_positive_int, check_probability
+from ..validation import check_choice, check_positive_int, check_probability
 
-Activation = Literal["gelu", "relu", "swiglu"]
+Activation = Literal["relu", "gelu", "swiglu"]
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swiglu": F.silu}
-"""Activation names and their element-wise function (for ``"swiglu"``, the gate's: SiLU)."""
+"""The activations a layer can use, by the name ``TransformerConfig.activation`` gives them; each
+an element-wise function (for ``"swiglu"``, the gate's: SiLU)."""
 
 
 class FeedForward(nn.Module):
@@ -20,10 +21,9 @@ class FeedForward(nn.Module):
     The paper uses ``d_ff = 4 * d_model`` and ReLU. With ``activation="swiglu"`` (a gated linear
     unit with the SiLU gate; Shazeer, 2020) the hidden vector is ``silu(linear1(x)) * linear3(x)``:
     three ``d_model x d_ff`` matrices instead of two, so 1.5 times the parameters at the same
-    ``d_ff``.
-    **The hidden width is ``d_ff`` as given**, whatever the activation: at (almost) equal parameter
-    count SwiGLU takes about 2/3 of the ReLU ``d_ff``, as in LLaMA (``benchmarks/variants.py`` runs
-    both).
+    ``d_ff``. **The hidden width is ``d_ff`` as given**, whatever the activation: at (almost) equal
+    parameter count SwiGLU takes about 2/3 of the ReLU ``d_ff``, as in LLaMA
+    (``benchmarks/variants.py`` runs both).
 
     Shape:
         x: ``(B, T, d_model)``; output: ``(B, T, d_model)``.
@@ -35,8 +35,7 @@ class FeedForward(nn.Module):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_positive_int("d_ff", d_ff)
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation={activation!r} is not one of {sorted(ACTIVATIONS)}")
+        check_choice("activation", activation, list(ACTIVATIONS))
         self.activation = ACTIVATIONS[activation]
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)

@@ -14,10 +14,17 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from ..validation import check_positive_int
-from .feedforward import Activation, FeedForward
+from ..validation import (
+    check_bool,
+    check_choice,
+    check_divisible,
+    check_kv_heads,
+    check_positive_int,
+    check_probability,
+)
+from .feedforward import ACTIVATIONS, Activation, FeedForward
 from .multihead import KVCache, MultiHeadAttention
-from .norms import NormName, make_norm
+from .norms import NORMS, NormName
 from .positional import RotaryEmbedding
 
 
@@ -36,6 +43,17 @@ class LayerSpec:
     attention_dropout: float = 0.0
     norm: NormName = "layernorm"
     num_kv_heads: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "num_heads", "d_ff"):
+            check_positive_int(name, getattr(self, name))
+        for name in ("dropout", "attention_dropout"):
+            check_probability(name, getattr(self, name))
+        check_bool("norm_first", self.norm_first)
+        check_choice("activation", self.activation, list(ACTIVATIONS))
+        check_choice("norm", self.norm, list(NORMS))
+        check_divisible(self.d_model, self.num_heads)
+        check_kv_heads(self.num_heads, self.num_kv_heads)
 
     def attention(self, rotary: RotaryEmbedding | None = None) -> MultiHeadAttention:
         """A fresh attention module of this spec (``rotary`` for self-attention only)."""
@@ -90,8 +108,8 @@ class EncoderLayer(nn.Module):
         self.norm_first = _check_spec(spec).norm_first
         self.self_attn = spec.attention(rotary)
         self.ff = FeedForward(spec.d_model, spec.d_ff, spec.dropout, spec.activation)
-        self.norm1 = make_norm(spec.norm, spec.d_model)
-        self.norm2 = make_norm(spec.norm, spec.d_model)
+        self.norm1 = NORMS[spec.norm](spec.d_model)
+        self.norm2 = NORMS[spec.norm](spec.d_model)
         self.dropout1 = nn.Dropout(spec.dropout)
         self.dropout2 = nn.Dropout(spec.dropout)
 
@@ -125,9 +143,9 @@ class DecoderLayer(nn.Module):
         self.self_attn = spec.attention(rotary)
         self.cross_attn = spec.attention()
         self.ff = FeedForward(spec.d_model, spec.d_ff, spec.dropout, spec.activation)
-        self.norm1 = make_norm(spec.norm, spec.d_model)
-        self.norm2 = make_norm(spec.norm, spec.d_model)
-        self.norm3 = make_norm(spec.norm, spec.d_model)
+        self.norm1 = NORMS[spec.norm](spec.d_model)
+        self.norm2 = NORMS[spec.norm](spec.d_model)
+        self.norm3 = NORMS[spec.norm](spec.d_model)
         self.dropout1 = nn.Dropout(spec.dropout)
         self.dropout2 = nn.Dropout(spec.dropout)
         self.dropout3 = nn.Dropout(spec.dropout)
@@ -170,7 +188,7 @@ class Encoder(nn.Module):
         super().__init__()
         check_positive_int("num_layers", num_layers)
         self.layers = nn.ModuleList(EncoderLayer(spec, rotary) for _ in range(num_layers))
-        self.norm = make_norm(spec.norm, spec.d_model) if spec.norm_first else None
+        self.norm = NORMS[spec.norm](spec.d_model) if spec.norm_first else None
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """Run every layer in turn."""
@@ -193,7 +211,7 @@ class Decoder(nn.Module):
         super().__init__()
         check_positive_int("num_layers", num_layers)
         self.layers = nn.ModuleList(DecoderLayer(spec, rotary) for _ in range(num_layers))
-        self.norm = make_norm(spec.norm, spec.d_model) if spec.norm_first else None
+        self.norm = NORMS[spec.norm](spec.d_model) if spec.norm_first else None
 
     def forward(
         self,

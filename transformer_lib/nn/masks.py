@@ -32,9 +32,6 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
         tokens: ``(B, T)`` integer ids.
         output: ``(B, 1, 1, T)`` bool, broadcasting over heads and query positions.
     """
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2:
-        shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
-        raise ValueError(f"tokens must be a (B, T) tensor of ids, got {shape}")
     return (tokens != pad_id)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
 
 

@@ -11,7 +11,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..validation import check_divisible, check_mask, check_positive_int, check_probability
+from ..validation import (
+    check_divisible,
+    check_kv_heads,
+    check_mask,
+    check_positive_int,
+    check_probability,
+)
 from .attention import scaled_dot_product_attention
 from .positional import RotaryEmbedding
 
@@ -64,20 +70,26 @@ def guarded_attention(
     query: Tensor,
     key: Tensor,
     value: Tensor,
-    mask: Tensor,
+    mask: Tensor | None,
     dropout_p: float = 0.0,
     enable_gqa: bool = False,
 ) -> Tensor:
     """``F.scaled_dot_product_attention`` that gives a fully masked query row zeros, never NaN.
 
-    Such a row is let attend everywhere (any finite result), then zeroed: ``MultiHeadAttention``
-    uses it off the CPU, where PyTorch's kernels are not known to do this themselves.
+    PyTorch's fused kernels are not all known to do this themselves (its CPU kernel does, some GPU
+    kernels return NaN), so such a row is let attend everywhere (any finite result), then zeroed.
+    With ``enable_gqa`` PyTorch shares each key/value head among its group of query heads without
+    copying it.
 
     Shape:
         query: ``(B, H, T_q, d_k)``; key, value: ``(B, H, T_k, d_k)`` (``(B, H_kv, T_k, d_k)`` with
-        ``enable_gqa``); mask: bool broadcasting to ``(B, H, T_q, T_k)``; output: ``(B, H, T_q,
-        d_k)``.
+        ``enable_gqa``); mask: bool broadcasting to ``(B, H, T_q, T_k)``, or ``None``; output:
+        ``(B, H, T_q, d_k)``.
     """
+    if mask is None:
+        return F.scaled_dot_product_attention(
+            query, key, value, dropout_p=dropout_p, enable_gqa=enable_gqa
+        )
     row_ok = mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
     safe = mask | ~row_ok  # (..., T_q, T_k)
     out = F.scaled_dot_product_attention(
@@ -125,11 +137,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model = check_positive_int("d_model", d_model)
         self.num_heads = check_positive_int("num_heads", num_heads)
         self.d_k = check_divisible(d_model, num_heads)
-        self.num_kv_heads = (
-            num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
-        )
-        if num_heads % self.num_kv_heads != 0:
-            raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={num_heads}")
+        self.num_kv_heads = check_kv_heads(num_heads, num_kv_heads)
         self.groups = num_heads // self.num_kv_heads  # query heads per key/value head
         if rotary is not None and (
             not isinstance(rotary, RotaryEmbedding) or rotary.d_k != self.d_k
@@ -236,16 +244,9 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Attention of every head; the weights too if asked for. Output: ``(B, H, T_q, d_k)``."""
         dropout_p = self.dropout if self.training else 0.0
-        gqa = self.groups > 1
-        # the step-by-step reference wants one key/value head per query head: (B, H, T_k, d_k)
         if need_weights:
-            k, v = k.repeat_interleave(self.groups, dim=1), v.repeat_interleave(self.groups, dim=1)
+            # The step-by-step reference wants one key/value head per query head: (B, H, T_k, d_k).
+            k = k.repeat_interleave(self.groups, dim=1)
+            v = v.repeat_interleave(self.groups, dim=1)
             return scaled_dot_product_attention(q, k, v, mask, dropout_p)
-        if mask is None or q.device.type == "cpu":
-            # On the CPU, PyTorch (>= 2.5) already gives a fully masked query row a zero output and
-            # finite gradients (the tests check it), so the mask goes in as it is. With enable_gqa,
-            # PyTorch shares each key/value head among its group of query heads without copying it.
-            return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa
-            ), None
-        return guarded_attention(q, k, v, mask, dropout_p, enable_gqa=gqa), None
+        return guarded_attention(q, k, v, mask, dropout_p, enable_gqa=self.groups > 1), None

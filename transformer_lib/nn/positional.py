@@ -8,7 +8,7 @@ and keys inside every self-attention instead, so the model's input gets
 from __future__ import annotations
 
 import math
-from typing import Literal, get_args
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -49,15 +49,10 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     return table.flatten(-2).to(torch.float32)  # columns sin, cos, sin, cos, ...
 
 
-def _check_length(length: int, max_len: int, what: str) -> None:
-    if length > max_len:
-        message = f"sequence length {length} exceeds max_len={max_len} of the {what}"
-        raise ValueError(f"{message}; build the model with a larger max_len")
-
-
 class _InputPositions(nn.Module):
-    """What the model's three input modules share: the width, ``max_len``, the dropout, the
-    checks.
+    """What the model's three input modules share: the width, ``max_len``, the dropout, and the one
+    check of a forward pass, that the positions fit in ``max_len`` (a longer sequence gets this
+    error rather than a mismatch of shapes deep inside).
     """
 
     what = "positional encoding"
@@ -68,14 +63,12 @@ class _InputPositions(nn.Module):
         self.max_len = check_positive_int("max_len", max_len)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
 
-    def _check(self, x: Tensor, offset: int) -> None:
-        if x.dim() != 3 or x.size(-1) != self.d_model:
+    def _check_length(self, x: Tensor, offset: int) -> None:
+        if offset + x.size(1) > self.max_len:
             raise ValueError(
-                f"x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
+                f"sequence length {offset + x.size(1)} exceeds max_len={self.max_len} of the "
+                f"{self.what}; build the model with a larger max_len"
             )
-        if isinstance(offset, bool) or not isinstance(offset, (int, torch.SymInt)) or offset < 0:
-            raise ValueError(f"offset must be a non-negative int, got {offset!r}")
-        _check_length(offset + x.size(1), self.max_len, self.what)
 
 
 class PositionalEncoding(_InputPositions):
@@ -98,7 +91,7 @@ class PositionalEncoding(_InputPositions):
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """Return ``dropout(x + PE[offset : offset + T])``."""
-        self._check(x, offset)
+        self._check_length(x, offset)
         return self.dropout(x + self.pe[offset : offset + x.size(1)].to(x.dtype))  # (B, T, d_model)
 
 
@@ -120,22 +113,22 @@ class LearnedPositionalEmbedding(_InputPositions):
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """Return ``dropout(x + E[offset : offset + T])``."""
-        self._check(x, offset)
+        self._check_length(x, offset)
         positions = torch.arange(offset, offset + x.size(1), device=x.device)  # (T,)
         # (B, T, d_model) + (T, d_model)
         return self.dropout(x + self.embedding(positions).to(x.dtype))
 
 
 class NoPositionalEncoding(_InputPositions):
-    """Dropout only, with the same length check: the model's input under
-    :class:`~.RotaryEmbedding`.
+    """Dropout only, and the same length check: the model's input when queries and keys are rotated
+    instead (:class:`~.RotaryEmbedding`).
     """
 
     what = "rotary positional encoding"
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """Return ``dropout(x)``."""
-        self._check(x, offset)
+        self._check_length(x, offset)
         return self.dropout(x)
 
 
@@ -175,9 +168,9 @@ class RotaryEmbedding(nn.Module):
 
     Feature pair ``i`` of the query (or key) of position ``p`` is rotated by the angle
     ``p * w_i`` with ``w_i = 10000^(-2i/d_k)``. Because rotations compose, the dot product of a
-    rotated query at position ``m`` and a rotated key at position ``n`` is
-    ``q^T R(m)^T R(n) k = q^T R(n - m) k``: scores depend on the positions only through ``n - m``.
-    Nothing is learned; one module serves every self-attention of a model.
+    rotated query at position ``m`` and a rotated key at position ``n`` is ``q^T R(m)^T R(n) k = q^T
+    R(n - m) k``: scores depend on the positions only through ``n - m``. Nothing is learned; one
+    module serves every self-attention of a model.
 
     Shape:
         x: ``(B, H, T, d_k)``, positions ``offset .. offset + T - 1``; output: same shape.
@@ -196,36 +189,26 @@ class RotaryEmbedding(nn.Module):
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """Rotate ``x`` (queries or keys of positions ``offset ..``)."""
-        if x.size(-1) != self.d_k:
+        end = offset + x.size(-2)
+        if end > self.max_len:  # the tables stop there: a slice past them would mismatch shapes
             raise ValueError(
-                f"x must have last dimension d_k={self.d_k}, got shape {tuple(x.shape)}"
+                f"sequence length {end} exceeds max_len={self.max_len} of the rotary embedding; "
+                "build the model with a larger max_len"
             )
-        length = x.size(-2)
-        _check_length(offset + length, self.max_len, "rotary embedding")
         if x.dtype == torch.float64:  # recomputed: the float32 buffers would cap the precision
-            cos, sin = (
-                t[offset:].to(x.device)
-                for t in rotary_tables(offset + length, self.d_k, torch.float64)
-            )
+            cos, sin = rotary_tables(end, self.d_k, torch.float64)
+            cos, sin = cos[offset:].to(x.device), sin[offset:].to(x.device)  # (T, d_k / 2)
         else:
-            # (T, d_k / 2)
-            cos, sin = (t[offset : offset + length].to(x.dtype) for t in (self.cos, self.sin))
+            cos, sin = self.cos[offset:end].to(x.dtype), self.sin[offset:end].to(x.dtype)
         return rotate_pairs(x, cos, sin)  # (B, H, T, d_k)
 
 
 Positional = Literal["sinusoidal", "learned", "rope"]
-"""The positional variants, by name (``TransformerConfig.positional``)."""
-
-
-def make_positional(
-    kind: Positional, d_model: int, dropout: float = 0.0, max_len: int = 5000
-) -> _InputPositions:
-    """The model's input positional module for ``TransformerConfig.positional == kind``."""
-    modules = {
-        "sinusoidal": PositionalEncoding,
-        "learned": LearnedPositionalEmbedding,
-        "rope": NoPositionalEncoding,
-    }
-    if kind not in modules:
-        raise ValueError(f"positional={kind!r} is not one of {list(get_args(Positional))}")
-    return modules[kind](d_model, dropout, max_len)
+POSITIONALS: dict[str, type[_InputPositions]] = {
+    "sinusoidal": PositionalEncoding,
+    "learned": LearnedPositionalEmbedding,
+    "rope": NoPositionalEncoding,
+}
+"""The positional variants, by the name ``TransformerConfig.positional`` gives them: each the
+module that takes the model's input (under ``"rope"`` a :class:`~.RotaryEmbedding` then rotates
+queries and keys in every self-attention)."""

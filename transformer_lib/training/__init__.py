@@ -3,14 +3,13 @@
 the checkpoints and the data.
 """
 
-from .config import AMP_MODES, SCHEDULES, TrainConfig, TrainResult
+from .config import SCHEDULES, TrainConfig, TrainResult
 from .loop import TrainData, train
 from .loss import BatchForward, batch_logits, evaluate_loss, sequence_loss
 from .schedule import linear_decay_rate, linear_decay_schedule, noam_rate, noam_schedule
 from .state import TrainState, train_state_path
 
 __all__ = [
-    "AMP_MODES",
     "SCHEDULES",
     "BatchForward",
     "TrainConfig",

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal, get_args, get_type_hints
+from typing import Literal, get_args
 
-from ..config import _check_field
+from ..runtime import AMP_CHOICES, AmpMode
+from ..validation import check_bool, check_choice, check_positive_int, check_probability
 
-AmpMode = Literal["auto", "none", "bf16", "fp16"]
 Schedule = Literal["noam", "linear"]
-AMP_MODES: tuple[str, ...] = get_args(AmpMode)
 SCHEDULES: tuple[str, ...] = get_args(Schedule)
 
 
@@ -76,54 +75,53 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        self._check_budget()
+        self._check_optimizer()
+        self._check_evaluation()
+
+    def _check_budget(self) -> None:
         if self.max_steps is None and self.max_epochs is None and self.time_budget_s is None:
             raise ValueError(
                 "TrainConfig needs max_steps, max_epochs or time_budget_s (or several); got none"
             )
+        for name in ("max_steps", "max_epochs"):
+            if getattr(self, name) is not None:
+                check_positive_int(name, getattr(self, name))
         if self.time_budget_s is not None:
             _positive_number("time_budget_s", self.time_budget_s, "number of seconds or None")
-        hints = get_type_hints(TrainConfig)
-        for name in (
-            "max_steps",
-            "max_epochs",
-            "warmup_steps",
-            "schedule",
-            "label_smoothing",
-            "grad_accum",
-            "amp",
-            "eval_every",
-            "mode",
-            "patience",
-            "checkpoint_every",
-            "progress",
-        ):
-            # by type: positive ints, a probability, choices
-            _check_field(name, getattr(self, name), hints[name])
-        _positive_number("lr", self.lr, "float (the peak learning rate)")
-        if self.clip_norm is not None:
-            _positive_number("clip_norm", self.clip_norm, "number or None")
-        _positive_number("adam_eps", self.adam_eps, "number")
-        if len(self.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in self.adam_betas):
-            raise ValueError(f"adam_betas must be two floats in [0, 1), got {self.adam_betas!r}")
+        check_choice("schedule", self.schedule, SCHEDULES)
+        check_positive_int("warmup_steps", self.warmup_steps)
         if self.schedule == "linear" and self.max_steps is None and self.time_budget_s is None:
             raise ValueError(
                 "schedule='linear' decays to zero at the end of the budget, so it needs max_steps "
                 "or time_budget_s; got neither"
             )
-        if (
-            self.schedule == "linear"
-            and self.max_steps is not None
-            and self.warmup_steps >= self.max_steps
-        ):
-            raise ValueError(
-                f"schedule='linear' needs max_steps > warmup_steps; "
-                f"got max_steps={self.max_steps}, warmup_steps={self.warmup_steps}"
-            )
-        if self.monitor is None and (self.patience, self.target, self.best_checkpoint_path) != (
-            None,
-            None,
-            None,
-        ):
+        if self.schedule == "linear" and self.max_steps is not None:
+            if self.warmup_steps >= self.max_steps:
+                raise ValueError(
+                    f"schedule='linear' needs max_steps > warmup_steps; "
+                    f"got max_steps={self.max_steps}, warmup_steps={self.warmup_steps}"
+                )
+
+    def _check_optimizer(self) -> None:
+        _positive_number("lr", self.lr, "float (the peak learning rate)")
+        check_probability("label_smoothing", self.label_smoothing)
+        check_positive_int("grad_accum", self.grad_accum)
+        check_choice("amp", self.amp, AMP_CHOICES)
+        if self.clip_norm is not None:
+            _positive_number("clip_norm", self.clip_norm, "number or None")
+        _positive_number("adam_eps", self.adam_eps, "number")
+        if len(self.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in self.adam_betas):
+            raise ValueError(f"adam_betas must be two floats in [0, 1), got {self.adam_betas!r}")
+
+    def _check_evaluation(self) -> None:
+        for name in ("eval_every", "patience", "checkpoint_every"):
+            if getattr(self, name) is not None:
+                check_positive_int(name, getattr(self, name))
+        check_choice("mode", self.mode, ("max", "min"))
+        check_bool("progress", self.progress)
+        watched = (self.patience, self.target, self.best_checkpoint_path)
+        if self.monitor is None and watched != (None, None, None):
             raise ValueError(
                 "patience, target and best_checkpoint_path need monitor= (the metric to watch)"
             )
@@ -146,9 +144,11 @@ class TrainResult:
         steps, epochs: optimizer steps done (those before a resume included); completed passes over
             the data.
         train_seconds: time in training steps (data, forward, backward, update).
-        stop_reason: ``"max_steps"``, ``"max_epochs"``, ``"time_budget"``, ``"patience"``,
-            ``"target"`` (then ``stopped_early``) or ``"data_exhausted"`` (an epoch yielded no
-            batch).
+        tokens: source + target tokens trained on, padding excluded, over all processes (those
+            before a resume included).
+        stop_reason: why the run stopped: ``"max_steps"``, ``"max_epochs"``, ``"time_budget"``,
+            ``"patience"`` or ``"target"`` (those two: :attr:`stopped_early`), or
+            ``"data_exhausted"`` (an epoch yielded no batch); ``""`` while it runs.
         best_metric, best_step: best value of ``monitor`` seen and its step (``None`` without one).
         world_size, amp: processes that trained together; the mixed precision used (``"auto"``
             resolved).
@@ -159,12 +159,17 @@ class TrainResult:
     steps: int = 0
     epochs: int = 0
     train_seconds: float = 0.0
-    stopped_early: bool = False
+    tokens: int = 0
     stop_reason: str = ""
     best_metric: float | None = None
     best_step: int | None = None
     world_size: int = 1
     amp: AmpMode = "none"
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether early stopping ended the run (``target`` reached, or ``patience`` run out)."""
+        return self.stop_reason in ("target", "patience")
 
     @property
     def final_loss(self) -> float:

@@ -2,10 +2,9 @@
 ``torchrun``.
 
 ``torchrun --nproc_per_node N script.py`` starts ``N`` copies of the program and tells each who it
-is in
-``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` (its number on its machine: the GPU it drives). Without
-``torchrun`` every function here describes a single process (rank 0 of 1): the same code runs either
-way.
+is in ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` (its number on its machine: the GPU it drives).
+Without ``torchrun`` every function here describes a single process (rank 0 of 1): the same code
+runs either way.
 """
 
 from __future__ import annotations
@@ -181,11 +180,10 @@ def shard_batches(
 
     Every rank must pass the **same** sequence; it is read lazily, ``W`` items at a time. A last
     group of fewer than ``W`` is left out (``tail="drop"``) or completed with the first items
-    (``"pad"``, as
-    ``DistributedSampler`` does): every rank gets as many items, so that no collective operation
-    waits forever for a rank that ran out. ``rank`` and ``world_size`` default to this process's.
-    For example ``shard_batches(range(7), rank=1, world_size=3)`` gives ``1, 4`` (with
-    ``tail="pad"``: ``1, 4, 0``).
+    (``"pad"``, as ``DistributedSampler`` does): every rank gets as many items, so that no
+    collective operation waits forever for a rank that ran out. ``rank`` and ``world_size`` default
+    to this process's. For example ``shard_batches(range(7), rank=1, world_size=3)`` gives ``1, 4``
+    (with ``tail="pad"``: ``1, 4, 0``).
     """
     this_rank, this_size = _this_process()
     size = check_positive_int("world_size", this_size if world_size is None else world_size)

@@ -1,8 +1,7 @@
 """The training loop (训练循环): teacher forcing, label smoothing, Adam with a warm-up schedule.
 
 :func:`~.train` is one loop over a :class:`~.TrainState`; each group of ``grad_accum`` batches
-(under
-``torchrun``, this rank's: :func:`~.shard_batches`) is one :func:`~.optimizer_step`.
+(under ``torchrun``, this rank's: :func:`~.shard_batches`) is one :func:`~.optimizer_step`.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -55,9 +54,8 @@ def train(
 
     Args:
         train_data: one epoch's batches, or ``epoch -> batches`` (from 0; for an exact resume, a
-            function of the
-            epoch only), e.g. ``lambda epoch: batch_loader(pairs, 4000, pad, bos, eos,
-                seed=epoch)``.
+            function of the epoch only), e.g.
+            ``lambda epoch: batch_loader(pairs, 4000, pad, bos, eos, seed=epoch)``.
         evaluate: ``model -> {metric: value}``, run in eval mode every ``eval_every`` steps (or
             epoch) and at the end.
         resume_from: a ``checkpoint_path`` (or directory) an earlier call wrote: training continues
@@ -70,7 +68,7 @@ def train(
     ``grad_accum`` batches per rank, ``history``'s losses are over all ranks, rank 0's metrics
     decide early stopping, and ``resume_from`` needs a run of as many processes.
     """
-    _check_arguments(model, train_data, config, evaluate, resume_from)
+    _check_arguments(model, train_data, config, evaluate, resume_from, metadata)
     run = _Run(model, config, torch.device(device), evaluate, metadata, forward, resume_from)
     # tqdm reads TQDM_DISABLE=1 as the default of its argument: pass disable only to switch the bar
     # off.
@@ -106,26 +104,39 @@ def train(
     return run.state.result
 
 
+def limit_reached(config: TrainConfig, state: TrainState) -> str:
+    """The step, epoch or time limit of ``config`` that ``state`` has reached (its
+    ``stop_reason``), or ``""``.
+    """
+    limits = (
+        ("max_steps", config.max_steps, state.step),
+        ("max_epochs", config.max_epochs, state.epoch),
+        ("time_budget", config.time_budget_s, state.result.train_seconds),
+    )
+    for reason, limit, count in limits:
+        if limit is not None and count >= limit:
+            return reason
+    return ""
+
+
 def _check_arguments(
     model: nn.Module,
     train_data: TrainData,
     config: TrainConfig,
     evaluate: Evaluate | None,
     resume_from: object,
+    metadata: dict[str, Any] | None,
 ) -> None:
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch nn.Module, got {type(model).__name__}")
     if not callable(train_data) and not isinstance(train_data, Iterable):
-        raise TypeError(
-            "train_data must be batches or a callable epoch -> batches, got "
-            f"{type(train_data).__name__}"
-        )
+        kind = type(train_data).__name__
+        raise TypeError(f"train_data must be batches or a callable epoch -> batches, got {kind}")
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     if evaluate is not None and not callable(evaluate):
-        raise TypeError(
-            f"evaluate must be a callable model -> dict of metrics, got {type(evaluate).__name__}"
-        )
+        kind = type(evaluate).__name__
+        raise TypeError(f"evaluate must be a callable model -> dict of metrics, got {kind}")
     if config.monitor is not None and evaluate is None:
         raise ValueError(
             f"monitor={config.monitor!r} needs evaluate= (a callable model -> dict of metrics)"
@@ -133,9 +144,23 @@ def _check_arguments(
     saves = [config.checkpoint_path, config.best_checkpoint_path, resume_from]
     if any(p is not None for p in saves) and not isinstance(model, Transformer):
         raise TypeError(
-            "checkpoint_path, best_checkpoint_path and resume_from need a "
-            "transformer_lib.Transformer "
-            f"(its checkpoint stores its config), got {type(model).__name__}"
+            "checkpoint_path, best_checkpoint_path and resume_from need a transformer_lib "
+            f"Transformer (its checkpoint stores its config), got {type(model).__name__}"
+        )
+    try:
+        json.dumps(metadata or {})
+    except TypeError as error:
+        raise TypeError(f"metadata must be JSON-serialisable: {error}") from None
+
+
+def _check_device(amp: str, device: torch.device, distributed: bool) -> None:
+    if amp == "fp16" and device.type != "cuda":
+        raise ValueError(
+            f"amp='fp16' needs a CUDA device (a GradScaler); use 'bf16' or 'none' on {device}"
+        )
+    if distributed and dist.get_backend() == "nccl" and device.type != "cuda":
+        raise ValueError(
+            f"the process group uses NCCL, which needs CUDA tensors, but device={str(device)!r}"
         )
 
 
@@ -151,7 +176,7 @@ class _Group:
 
 class _Run:
     """One call of :func:`~.train`: the model, its optimizer, and where the run stands
-    (``state``).
+    (``state``; ``state.result.stop_reason`` is set once the run must stop).
     """
 
     def __init__(
@@ -164,91 +189,78 @@ class _Run:
         forward: BatchForward,
         resume_from: str | os.PathLike[str] | None,
     ) -> None:
-        amp = resolve_amp(config.amp, device)  # "auto": what pays on this device
-        if amp == "fp16" and device.type != "cuda":
-            raise ValueError(
-                f"amp='fp16' needs a CUDA device (a GradScaler); use 'bf16' or 'none' on {device}"
-            )
+        self.config = config
+        self.device = device
+        self.evaluate = evaluate
         self.metadata = dict(metadata or {})
-        try:
-            json.dumps(self.metadata)
-        except TypeError as error:
-            raise TypeError(f"metadata must be JSON-serialisable: {error}") from None
         self.distributed = is_distributed()
-        self.rank, self.world = (
-            (dist.get_rank(), dist.get_world_size()) if self.distributed else (0, 1)
-        )
-        if self.distributed and dist.get_backend() == "nccl" and device.type != "cuda":
-            raise ValueError(
-                f"the process group uses NCCL, which needs CUDA tensors, but device={str(device)!r}"
-            )
-        self.model, self.config, self.device, self.evaluate = (
-            model.to(device),
-            config,
-            device,
-            evaluate,
-        )
+        self.rank = dist.get_rank() if self.distributed else 0
+        self.world = dist.get_world_size() if self.distributed else 1
+        amp = resolve_amp(config.amp, device)  # "auto": what pays on this device
+        _check_device(amp, device, self.distributed)
+        self.model = model.to(device)
+        # A fresh run's state (the linear schedule reads its clock from the start).
         self.state = TrainState(
             world_size=self.world, result=TrainResult(world_size=self.world, amp=amp)
         )
         optimizer = torch.optim.Adam(
             model.parameters(), lr=config.lr, betas=config.adam_betas, eps=config.adam_eps
         )
-        scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
-        self.parts = Optimization(optimizer, self._scheduler(optimizer), scaler)
-        self.stop = False  # early stopping or a step limit ended the run
-        if resume_from is not None:
-            self.state = load_training_state(
-                resume_from, model, self.parts, device, self.rank, self.world
-            )
-            # This call's config decides when to stop.
-            self.state.result = replace(
-                self.state.result, stop_reason="", stopped_early=False, amp=amp
-            )
-        else:
+        self.parts = Optimization(
+            optimizer=optimizer,
+            scheduler=self._scheduler(optimizer),
+            scaler=torch.amp.GradScaler("cuda", enabled=amp == "fp16"),
+        )
+        if resume_from is None:
             set_seed(config.seed + self.rank)  # rank 0 (and a single process): config.seed
-        # after loading: DDP copies rank 0's weights
-        ddp = wrap_for_ranks(model, device) if self.distributed else model
+        else:
+            self.state = self._resume(resume_from, amp)
         self.setup = StepSetup(
-            ddp, self.parts, device, amp, forward, config.label_smoothing, config.clip_norm
+            # after loading: DistributedDataParallel copies rank 0's weights to the others
+            model=wrap_for_ranks(model, device) if self.distributed else model,
+            parts=self.parts,
+            device=device,
+            amp=amp,
+            forward=forward,
+            label_smoothing=config.label_smoothing,
+            clip_norm=config.clip_norm,
         )
         model.train()
+
+    def _resume(self, resume_from: str | os.PathLike[str], amp: str) -> TrainState:
+        """Load the run ``resume_from`` holds (weights, Adam, schedule, random generators) and
+        return its state.
+        """
+        state = load_training_state(
+            resume_from, self.model, self.parts, self.device, self.rank, self.world
+        )
+        state.result.stop_reason = ""  # this call's config decides when to stop
+        state.result.amp = amp
+        return state
 
     def _scheduler(self, optimizer: torch.optim.Optimizer) -> LambdaLR:
         config = self.config
         if config.schedule == "linear":  # it also decays with the share of time_budget_s spent
-            budget = config.time_budget_s
-            time_used = (
-                None if budget is None else (lambda: self.state.result.train_seconds / budget)
-            )
+
+            def budget_spent() -> float:
+                return self.state.result.train_seconds / config.time_budget_s
+
+            time_used = budget_spent if config.time_budget_s is not None else None
             return linear_decay_schedule(
                 optimizer, config.lr, config.warmup_steps, config.max_steps, time_used
             )
-        # The width the Noam formula is written with; it cancels out of the peak rate (1 when
-        # unknown).
-        model = self.model
-        d_model = int(
-            getattr(getattr(model, "config", None), "d_model", None)
-            or getattr(model, "d_model", None)
-            or 1
-        )
-        return noam_schedule(optimizer, d_model, config.warmup_steps, config.noam_factor(d_model))
+        # The paper's formula scales by d_model ** -0.5, and noam_factor(d_model) by its inverse:
+        # the rate peaks at config.lr whatever the width, so the loop writes it with d_model = 1.
+        return noam_schedule(optimizer, 1, config.warmup_steps, config.noam_factor(1))
 
     def finished(self) -> bool:
-        """Whether a step, epoch or time limit is reached (setting ``stop_reason``), or a step
-        decided to stop.
+        """Whether the run must stop: early stopping, an empty epoch, or a step, epoch or time
+        limit (:func:`limit_reached`), whichever came first (``stop_reason`` records it).
         """
-        config, state = self.config, self.state
-        limits = (
-            ("max_steps", config.max_steps, state.step),
-            ("max_epochs", config.max_epochs, state.epoch),
-            # a run resumed at its end
-            ("time_budget", config.time_budget_s, state.result.train_seconds),
-        )
-        for reason, limit, count in limits:
-            if not self.stop and limit is not None and count >= limit:
-                state.result.stop_reason, self.stop = reason, True
-        return self.stop
+        result = self.state.result
+        if not result.stop_reason:
+            result.stop_reason = limit_reached(self.config, self.state)
+        return bool(result.stop_reason)
 
     def epoch_batches(self, train_data: TrainData) -> Iterator[Batch]:
         source = train_data(self.state.epoch) if callable(train_data) else train_data
@@ -266,31 +278,32 @@ class _Run:
         started = time.perf_counter()
         group = list(islice(batches, self.config.grad_accum))
         if not all(isinstance(batch, Batch) for batch in group):
-            raise TypeError(
-                f"train_data must yield Batch objects, got {[type(b).__name__ for b in group]}"
-            )
+            kinds = [type(b).__name__ for b in group]
+            raise TypeError(f"train_data must yield Batch objects, got {kinds}")
         target = sum(b.num_tokens for b in group)  # counted on the host, before the batches move
-        counts = [int(bool(group)), target, target + sum(b.num_src_tokens for b in group)]
         # [ranks that still have data, target tokens, all tokens], summed over the ranks
+        counts = [int(bool(group)), target, target + sum(b.num_src_tokens for b in group)]
         if self.distributed:
             summed = torch.tensor(counts, dtype=torch.long, device=self.device)
             dist.all_reduce(summed)
             counts = summed.tolist()
         if counts[0] < self.world:
             return None
-        return _Group(group, counts[1], counts[2], started)
+        return _Group(batches=group, target_tokens=counts[1], tokens=counts[2], started=started)
 
     def step(self, group: _Group, bar: tqdm) -> None:
         """One optimizer step over the group; count it, add it to the history and to the progress
         bar.
         """
-        state, result = self.state, self.state.result
+        state = self.state
+        result = state.result
         lr = self.parts.optimizer.param_groups[0]["lr"]  # the rate this step uses
         loss = optimizer_step(self.setup, group.batches, group.target_tokens)
         elapsed = time.perf_counter() - group.started
         state.step += 1
         state.batch_in_epoch += len(group.batches)
         result.steps = state.step
+        result.tokens += group.tokens
         result.train_seconds += elapsed
         if self.distributed and self.config.time_budget_s is not None:
             # The slowest rank's clock: every rank then sets its rate and stops alike.
@@ -309,12 +322,13 @@ class _Run:
     def end_epoch(self) -> None:
         """Count the epoch (and evaluate when ``eval_every`` is None)."""
         state = self.state
-        if self.stop:
+        if state.result.stop_reason:
             return
         if state.batch_in_epoch == 0:  # not one batch this epoch, nor before a resume
-            state.result.stop_reason, self.stop = "data_exhausted", True
+            state.result.stop_reason = "data_exhausted"
             return
-        state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+        state.epoch += 1
+        state.batch_in_epoch = 0
         state.result.epochs = state.epoch
         if self.config.eval_every is None:
             self.evaluation()
@@ -329,8 +343,8 @@ class _Run:
         state.result.epochs = state.epoch
 
     def evaluation(self) -> None:
-        """Evaluate (when ``train`` got ``evaluate``) and update best/patience: early stopping sets
-        ``stop``.
+        """Evaluate (when ``train`` got ``evaluate``) and track the best ``monitor`` value; early
+        stopping sets ``stop_reason``.
         """
         if self.evaluate is None:
             return
@@ -345,14 +359,16 @@ class _Run:
         row = {"step": self.state.step, "epoch": self.state.epoch, **metrics}
         self.state.result.eval_history.append(row)
         self.state.last_eval_step = self.state.step
-        if self.config.monitor is not None and self._early_stop(metrics, row):
-            self.stop = True
+        if self.config.monitor is not None:
+            self._track_best(metrics, row)
 
-    def _early_stop(self, metrics: dict[str, float], row: dict[str, float]) -> bool:
-        """Track the best ``monitor`` value (saving the best model); ``True`` when ``target`` or
-        ``patience`` stops.
+    def _track_best(self, metrics: dict[str, float], row: dict[str, float]) -> None:
+        """Track the best ``monitor`` value (saving the best model); stop at ``target`` or when
+        ``patience`` runs out.
         """
-        config, state, result = self.config, self.state, self.state.result
+        config = self.config
+        state = self.state
+        result = state.result
         if config.monitor not in metrics:
             raise ValueError(
                 f"monitor={config.monitor!r} is not among evaluate's metrics {sorted(metrics)}"
@@ -362,17 +378,17 @@ class _Run:
         better = result.best_metric is None or sign * value > sign * result.best_metric
         state.bad_evals = 0 if better else state.bad_evals + 1
         if better:
-            result.best_metric, result.best_step = value, state.step
+            result.best_metric = value
+            result.best_step = state.step
             if config.best_checkpoint_path is not None:
                 if self.rank == 0:
                     metadata = {**self.metadata, "step": state.step, "metrics": row}
                     save_checkpoint(self.model, config.best_checkpoint_path, **metadata)
                 barrier()
         if config.target is not None and sign * value >= sign * config.target:
-            result.stop_reason, result.stopped_early = "target", True
+            result.stop_reason = "target"
         elif config.patience is not None and state.bad_evals >= config.patience:
-            result.stop_reason, result.stopped_early = "patience", True
-        return result.stopped_early
+            result.stop_reason = "patience"
 
     def save(self, path: str | None) -> None:
         """Write the resumable checkpoint (rank 0 only; every rank's random state goes into it)."""

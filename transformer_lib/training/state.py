@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +107,8 @@ def save_training_state(
     """Write the training state, then the model (both record the step: a resume detects a crash
     between the two writes); ``rank_rngs``: every rank's :func:`~.rng_state`, in rank order.
     """
-    step, target = train_state.step, Path(path)
+    step = train_state.step
+    target = Path(path)
     in_directory = target.is_dir()
     path = target / f"step-{step:07d}.safetensors" if in_directory else target
     state = {
@@ -116,7 +117,7 @@ def save_training_state(
         "optimizer": parts.optimizer.state_dict(),
         # its lambdas are code: saved as None, rebuilt on resume
         "scheduler": parts.scheduler.state_dict(),
-        "scaler": parts.scaler.state_dict() if parts.scaler is not None else None,
+        "scaler": parts.scaler.state_dict(),  # {} when disabled
         "rng": rank_rngs,
     }
     atomic_write(train_state_path(path), lambda tmp: torch.save(state, tmp))
@@ -147,7 +148,8 @@ def _read_state(path: Path, mmap: bool = False) -> dict[str, Any]:
 
 
 def _check_matches(path: Path, model: nn.Module, state: dict[str, Any], world_size: int) -> None:
-    (config, metadata), where = read_checkpoint_header(path), f"resume_from={str(path)!r}"
+    config, metadata = read_checkpoint_header(path)
+    where = f"resume_from={str(path)!r}"
     if config != model.config:
         raise ValueError(f"{where} holds a model of config {config}, not {model.config}")
     saved_world = state["loop"].get("world_size", 1)
@@ -155,7 +157,8 @@ def _check_matches(path: Path, model: nn.Module, state: dict[str, Any], world_si
         raise ValueError(
             f"{where} was written by {saved_world} process(es), this run has {world_size}"
         )
-    step, model_step = state["loop"]["step"], metadata.get("training", {}).get("step")
+    step = state["loop"]["step"]
+    model_step = metadata.get("training", {}).get("step")
     if model_step != step:
         raise ValueError(f"{where}: model of step {model_step}, training state of step {step}")
 
@@ -195,9 +198,11 @@ def load_training_state(
     load_model(model, str(path), strict=True, device=str(device))
     parts.optimizer.load_state_dict(state["optimizer"])
     parts.scheduler.load_state_dict(state["scheduler"])
-    if parts.scaler is not None and state["scaler"] is not None:
+    if state["scaler"]:  # an enabled (fp16) scaler's; older states wrote None for a disabled one
         parts.scaler.load_state_dict(state["scaler"])
     set_rng_state(state["rng"][rank])  # _check_matches made sure there is one per rank
-    # TrainState as dataclasses.asdict wrote it (and read_loop_state returns it)
-    loop = state["loop"]
-    return TrainState(**{**loop, "result": TrainResult(**loop["result"])})
+    loop = state["loop"]  # TrainState as dataclasses.asdict wrote it (read_loop_state returns it)
+    # An older state's result may hold a field that is a property now (stopped_early).
+    known = {f.name for f in fields(TrainResult)}
+    result = TrainResult(**{k: v for k, v in loop["result"].items() if k in known})
+    return TrainState(**{**loop, "result": result})

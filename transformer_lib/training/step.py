@@ -30,13 +30,15 @@ _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 @dataclass
 class Optimization:
-    """The optimizer, its learning-rate schedule and (fp16 only) the gradient scaler: a checkpoint
-    saves them.
+    """The optimizer, its learning-rate schedule and the gradient scaler: a checkpoint saves them.
+
+    The scaler is enabled for fp16 only; disabled, its every method passes through (``scale``
+    returns the loss as it is, ``step`` calls ``optimizer.step()``).
     """
 
     optimizer: torch.optim.Optimizer
     scheduler: LambdaLR
-    scaler: torch.amp.GradScaler | None = None
+    scaler: torch.amp.GradScaler
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,7 @@ class StepSetup:
     amp: str  # "none", "bf16" or "fp16": autocast around the forward pass
     forward: BatchForward  # (model, batch) -> logits
     label_smoothing: float
-    # clip the global gradient norm to this value (None: no clipping)
-    clip_norm: float | None = None
+    clip_norm: float | None = None  # clip the global gradient norm to this (None: no clipping)
 
 
 def wrap_for_ranks(model: nn.Module, device: torch.device) -> DistributedDataParallel:
@@ -76,7 +77,7 @@ def optimizer_step(setup: StepSetup, group: list[Batch], target_tokens: int) -> 
     """
     if target_tokens == 0:
         raise ValueError("a training step got batches without any non-padding target token")
-    model, parts, scaler = setup.model, setup.parts, setup.parts.scaler
+    model, parts = setup.model, setup.parts
     ddp = model if isinstance(model, DistributedDataParallel) else None
     world = dist.get_world_size() if ddp is not None else 1
     dtype = _AUTOCAST_DTYPES.get(setup.amp)
@@ -90,21 +91,20 @@ def optimizer_step(setup: StepSetup, group: list[Batch], target_tokens: int) -> 
             with torch.autocast(setup.device.type, dtype=dtype, enabled=dtype is not None):
                 logits = setup.forward(model, batch)  # (B, T, V)
             loss = sequence_loss(
-                logits, batch.tgt_out, batch.pad_id, setup.label_smoothing, reduction="sum"
+                logits,
+                batch.tgt_out,
+                batch.pad_id,
+                setup.label_smoothing,
+                reduction="sum",
             )
-            scaled = loss * world / target_tokens
-            (scaler.scale(scaled) if scaler is not None else scaled).backward()
+            parts.scaler.scale(loss * world / target_tokens).backward()
         total += loss.detach()
     if ddp is not None:
         dist.all_reduce(total)  # the sum of every rank's summed loss
     if setup.clip_norm is not None:
-        if scaler is not None:
-            scaler.unscale_(parts.optimizer)  # clip the true gradients, not the scaled ones
+        parts.scaler.unscale_(parts.optimizer)  # clip the true gradients, not the scaled ones
         torch.nn.utils.clip_grad_norm_(model.parameters(), setup.clip_norm)
-    if scaler is None:
-        parts.optimizer.step()
-    else:
-        scaler.step(parts.optimizer)
-        scaler.update()
+    parts.scaler.step(parts.optimizer)
+    parts.scaler.update()
     parts.scheduler.step()
     return float(total) / target_tokens

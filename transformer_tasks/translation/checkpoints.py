@@ -7,7 +7,7 @@ resumes a directory written with its configuration (:func:`run_identity`), proce
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import MISSING, asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,32 @@ def run_identity(config: TranslationConfig) -> dict[str, Any]:
     return dict(sorted(kept.items()))
 
 
+def _default(key: str) -> Any:
+    """The default value of a setting (``"train.lr"``), as :func:`run_identity` writes it (``None``
+    when it has none).
+    """
+    section, _, name = key.rpartition(".")
+    owner = SECTIONS.get(section, TranslationConfig)
+    for f in fields(owner):
+        if f.name == name and f.default is not MISSING:
+            return list(f.default) if isinstance(f.default, tuple) else f.default
+    return None
+
+
+def identity_differences(saved: dict[str, Any], here: dict[str, Any]) -> list[str]:
+    """The settings in which two run identities differ, as ``"key: value there, value here"``.
+
+    A setting that ``saved`` lacks (a run written before the setting existed) counts as its default:
+    a new setting left at its default does not change the run.
+    """
+    differences = []
+    for key in sorted(saved.keys() | here.keys()):
+        there = saved[key] if key in saved else _default(key)
+        if there != here.get(key):
+            differences.append(f"{key}: {there!r} there, {here.get(key)!r} here")
+    return differences
+
+
 class RunDirectory:
     """A run's checkpoint directory, opened to start a run (it must hold no state) or to continue
     one.
@@ -62,7 +88,8 @@ class RunDirectory:
     def __init__(self, config: TranslationConfig, resume: bool, world: int) -> None:
         if config.train.checkpoint_path is None:
             raise ValueError("a checkpoint directory needs train.checkpoint_path")
-        self.identity, self.directory = run_identity(config), Path(config.train.checkpoint_path)
+        self.identity = run_identity(config)
+        self.directory = Path(config.train.checkpoint_path)
         # writing a state every checkpoint_every steps (default: at every evaluation)
         train = config.train
         self.train = replace(
@@ -108,12 +135,7 @@ class RunDirectory:
             raise ResumeError(
                 f"cannot resume: {str(newest)!r} was not written by a translation run"
             )
-        here = self.identity
-        differences = [
-            f"{k}: {saved.get(k)!r} there, {here.get(k)!r} here"
-            for k in sorted(saved.keys() | here.keys())
-            if saved.get(k) != here.get(k)
-        ]
+        differences = identity_differences(saved, self.identity)
         if differences:
             raise ResumeError(
                 f"cannot resume: {str(self.directory)!r} was written by another run "

@@ -58,23 +58,28 @@ def prepare_translation_data(data: dict[str, list[Pair]], config: DataConfig) ->
     tokenizer (under ``torchrun``: rank 0, which sends it to the others), encode.
     """
     train_pairs = data["train"][: config.train_limit]
-    if not is_distributed():
-        tokenizer = train_translation_tokenizer(train_pairs, vocab_size=config.vocab_size)
-    else:
-        learnt = (
-            train_translation_tokenizer(train_pairs, config.vocab_size)
-            if is_main_process()
-            else None
-        )
-        tokenizer = BPETokenizer.from_json_str(
-            broadcast_object(learnt.to_json_str() if learnt else None)
-        )
-    special = (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+    tokenizer = _learn_tokenizer(train_pairs, config.vocab_size)
     val_batches = token_batches(
-        encode_pairs(tokenizer, data["val"]), config.max_tokens, *special, shuffle=False
+        encode_pairs(tokenizer, data["val"]),
+        config.max_tokens,
+        pad_id=tokenizer.pad_id,
+        bos_id=tokenizer.bos_id,
+        eos_id=tokenizer.eos_id,
+        shuffle=False,
     )
-    test_pairs, train_ids = (
-        data[TEST_SPLIT][: config.test_limit],
-        encode_pairs(tokenizer, train_pairs),
+    return TranslationData(
+        tokenizer=tokenizer,
+        train_pairs=train_pairs,
+        val_pairs=data["val"],
+        test_pairs=data[TEST_SPLIT][: config.test_limit],
+        train_ids=encode_pairs(tokenizer, train_pairs),
+        val_batches=val_batches,
     )
-    return TranslationData(tokenizer, train_pairs, data["val"], test_pairs, train_ids, val_batches)
+
+
+def _learn_tokenizer(train_pairs: list[Pair], vocab_size: int) -> BPETokenizer:
+    """The joint tokenizer of ``train_pairs``; under ``torchrun`` rank 0 learns it and sends it."""
+    if not is_distributed():
+        return train_translation_tokenizer(train_pairs, vocab_size=vocab_size)
+    learnt = train_translation_tokenizer(train_pairs, vocab_size) if is_main_process() else None
+    return BPETokenizer.from_json_str(broadcast_object(learnt.to_json_str() if learnt else None))

@@ -12,13 +12,13 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import torch
 
-from transformer_lib.config import TransformerConfig, _check_field
+from transformer_lib.config import TransformerConfig
 from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.decoding import DecodeConfig
 from transformer_lib.runtime import pick_device
 from transformer_lib.training import TrainConfig
+from transformer_lib.validation import check_positive_int
 
-SECTIONS = ("model", "train", "decode", "data")
 VOCABULARY_FIELDS = ("src_vocab_size", "tgt_vocab_size")  # set by data.vocab_size, not on their own
 
 
@@ -38,8 +38,20 @@ class DataConfig:
     max_tokens: int = 4000
 
     def __post_init__(self) -> None:
-        for name, kind in get_type_hints(DataConfig).items():
-            _check_field(name, getattr(self, name), kind)  # positive ints (the limits: or None)
+        for name in ("train_limit", "test_limit"):
+            if getattr(self, name) is not None:
+                check_positive_int(name, getattr(self, name))
+        check_positive_int("vocab_size", self.vocab_size)
+        check_positive_int("max_tokens", self.max_tokens)
+
+
+SECTIONS = {
+    "model": TransformerConfig,
+    "train": TrainConfig,
+    "decode": DecodeConfig,
+    "data": DataConfig,
+}
+"""The sections of a :class:`TranslationConfig`, and the type of each."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +59,9 @@ class TranslationConfig:
     """Everything one translation run is told: the ``model``, ``train``, ``decode`` and ``data``
     sections.
 
-    The model's vocabulary sizes are ``data.vocab_size`` here, and the learnt tokenizer's size when
-    the model is built (:meth:`model_config`; a small corpus can give fewer tokens than asked).
+    The model's vocabulary sizes are ``data.vocab_size`` here (checked; :func:`apply_overrides` sets
+    them together), and the learnt tokenizer's size when the model is built (:meth:`model_config`;
+    a small corpus can give fewer tokens than asked).
 
     Attributes:
         average_last: average the weights of the last this many evaluations (1: no averaging).
@@ -65,37 +78,39 @@ class TranslationConfig:
     num_threads: int | None = None
 
     def __post_init__(self) -> None:
-        hints = get_type_hints(TranslationConfig)
-        for name in SECTIONS:
-            if not isinstance(getattr(self, name), hints[name]):
-                raise TypeError(
-                    f"{name} must be a {hints[name].__name__}, got "
-                    f"{type(getattr(self, name)).__name__}"
-                )
+        for name, kind in SECTIONS.items():
+            if not isinstance(getattr(self, name), kind):
+                got = type(getattr(self, name)).__name__
+                raise TypeError(f"{name} must be a {kind.__name__}, got {got}")
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name must be a non-empty str, got {self.name!r}")
-        for name in ("average_last", "num_threads"):
-            # positive ints (num_threads: or None)
-            _check_field(name, getattr(self, name), hints[name])
+        check_positive_int("average_last", self.average_last)
+        if self.num_threads is not None:
+            check_positive_int("num_threads", self.num_threads)
         if self.model.pad_id != BPETokenizer.pad_id:
             raise ValueError(
                 f"model.pad_id must be the tokenizer's pad id {BPETokenizer.pad_id}, got "
                 f"{self.model.pad_id}"
             )
-        object.__setattr__(self, "model", self.model_config(self.data.vocab_size))
+        vocab = self.data.vocab_size
+        if (self.model.src_vocab_size, self.model.tgt_vocab_size) != (vocab, vocab):
+            raise ValueError(
+                f"model.src_vocab_size and model.tgt_vocab_size must be data.vocab_size={vocab}, "
+                f"got {self.model.src_vocab_size} and {self.model.tgt_vocab_size}"
+            )
 
     def model_config(self, vocab_size: int) -> TransformerConfig:
         """The model for a joint vocabulary of ``vocab_size`` ids."""
         return replace(self.model, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size)
 
 
-def _model(**widths: Any) -> TransformerConfig:
+def _model(vocab_size: int, **widths: Any) -> TransformerConfig:
     """A translator: one matrix for both embeddings and the output layer, the tokenizer's padding
     id.
     """
-    vocab = dict.fromkeys(VOCABULARY_FIELDS, 2)  # replaced by data.vocab_size in TranslationConfig
     return TransformerConfig(
-        **vocab,
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size,
         norm_first=True,
         tie_embeddings=True,
         share_embeddings=True,
@@ -111,7 +126,13 @@ def _model(**widths: Any) -> TransformerConfig:
 _CPU = TranslationConfig(
     name="cpu",
     model=_model(
-        d_model=256, num_heads=4, num_encoder_layers=3, num_decoder_layers=3, d_ff=1024, dropout=0.1
+        8000,
+        d_model=256,
+        num_heads=4,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        d_ff=1024,
+        dropout=0.1,
     ),
     train=TrainConfig(
         max_steps=900,
@@ -132,6 +153,7 @@ TRANSLATION_PROFILES: dict[str, TranslationConfig] = {
     "smoke": TranslationConfig(
         name="smoke",
         model=_model(
+            1000,
             d_model=64,
             num_heads=4,
             num_encoder_layers=2,
@@ -155,6 +177,7 @@ TRANSLATION_PROFILES: dict[str, TranslationConfig] = {
         _CPU,
         name="gpu",
         model=_model(
+            8000,
             d_model=512,
             num_heads=8,
             num_encoder_layers=6,
@@ -247,7 +270,12 @@ def apply_overrides(config: TranslationConfig, settings: Sequence[str]) -> Trans
         value = parse_value(path, text, get_type_hints(type(owner))[name])
         try:  # the section checks the new value as when it is built
             changed = replace(owner, **{name: value})
-            config = replace(config, **{section: changed}) if section else changed
+            if path == "data.vocab_size":  # the model's vocabulary is the tokenizer's
+                config = replace(config, data=changed, model=config.model_config(value))
+            elif section:
+                config = replace(config, **{section: changed})
+            else:
+                config = changed
         except (TypeError, ValueError) as error:
             raise type(error)(f"setting {setting!r}: {error}") from None
     return config

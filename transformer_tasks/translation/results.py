@@ -31,10 +31,8 @@ def translation_summary(
     decoding time.
     """
     scores = evaluation.summary() if evaluation is not None else {}
-    if wall_seconds is None:  # training, then decoding
-        wall_seconds = run.wall_seconds + (
-            evaluation.greedy_seconds + evaluation.beam_seconds if evaluation else 0
-        )
+    if wall_seconds is None:
+        wall_seconds = _training_and_decoding_seconds(run, evaluation)
 
     def pick(*keys: str) -> dict[str, Any]:
         return {k: scores[k] for k in keys if k in scores}
@@ -68,16 +66,26 @@ def translation_summary(
         "val_loss_averaged": None if averaged is None else round(averaged, 4),
         "final_train_loss": round(run.result.final_loss, 4),
         **pick("decode_seconds_greedy", "decode_seconds_beam"),
-        "val_history": [
-            {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
-            for r in run.val_history
-        ],
+        "val_history": [_rounded(row) for row in run.val_history],
         **pick("examples"),
         "config": asdict(run.profile),
     }
     if run.resumed_from_step:  # only then: a run that started afresh keeps the keys it always had
         summary["resumed_from_step"] = run.resumed_from_step
     return summary
+
+
+def _training_and_decoding_seconds(
+    run: TranslationRun, evaluation: TranslationEvaluation | None
+) -> float:
+    if evaluation is None:
+        return run.wall_seconds
+    return run.wall_seconds + evaluation.greedy_seconds + evaluation.beam_seconds
+
+
+def _rounded(row: dict[str, Any]) -> dict[str, Any]:
+    """A history row with its floats rounded to 4 decimals."""
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
 
 
 def save_translation(

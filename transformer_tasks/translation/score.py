@@ -7,13 +7,13 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from itertools import groupby
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from sacrebleu.metrics.bleu import BLEUScore
+from torch import Tensor
 from tqdm.auto import tqdm
 
 from transformer_lib.data.tokenizer import BPETokenizer
@@ -29,59 +29,68 @@ from .profiles import TranslationConfig
 from .results import save_translation, translation_summary
 from .train import TranslationRun, train_translation
 
+GREEDY = DecodeConfig(beam_size=1)
+"""The decoding settings of :func:`translate` when none are given: greedy, the other defaults."""
+
+
+def _chunks(ids: list[list[int]], batch_size: int) -> list[list[int]]:
+    """Indices of ``ids`` in batches of one source length, at most ``batch_size`` each."""
+    by_length: dict[int, list[int]] = {}
+    for i, row in enumerate(ids):
+        by_length.setdefault(len(row), []).append(i)
+    chunks = []
+    for length in sorted(by_length):
+        group = by_length[length]
+        chunks += [group[k : k + batch_size] for k in range(0, len(group), batch_size)]
+    return chunks
+
 
 def translate(
     model: Transformer,
     tokenizer: BPETokenizer,
     sentences: Sequence[str],
-    beam_size: int = 1,
-    length_penalty: float = DecodeConfig.length_penalty,
-    batch_size: int = DecodeConfig.batch_size,
-    max_len_a: float = DecodeConfig.max_len_a,
-    max_len_b: int = DecodeConfig.max_len_b,
+    decode: DecodeConfig = GREEDY,
     progress: bool = False,
 ) -> list[str]:
-    """Translate German ``sentences`` into detokenized English text (greedy when ``beam_size ==
-    1``).
+    """Translate German ``sentences`` into detokenized English text, as ``decode`` says: greedy
+    when its ``beam_size`` is 1, else beam search with its ``length_penalty``.
 
-    Each translation is cut at ``max_len_a * source_tokens + max_len_b`` tokens; the defaults are
-    :class:`~.DecodeConfig`'s. ``progress``: a bar on stderr (tqdm's ``TQDM_DISABLE`` also hides
-    it).
+    Each translation is cut at ``max_len_a * source_tokens + max_len_b`` tokens, ``batch_size``
+    sentences are translated at once. ``progress``: a bar on stderr (tqdm's ``TQDM_DISABLE`` also
+    hides it).
     """
     if isinstance(sentences, str):
         raise TypeError("sentences must be a list of str, not a single str (wrap it in a list)")
-    check_positive_int("beam_size", beam_size)
-    device, limit = next(model.parameters()).device, model.config.max_len
-    ids = [
-        row[: limit - 1] or [tokenizer.unk_id] for row in tokenizer.encode_batch(list(sentences))
-    ]
+    if not isinstance(decode, DecodeConfig):
+        raise TypeError(f"decode must be a DecodeConfig, got {type(decode).__name__}")
+    device = next(model.parameters()).device
+    limit = model.config.max_len
+    encoded = tokenizer.encode_batch(list(sentences))
+    ids = [row[: limit - 1] or [tokenizer.unk_id] for row in encoded]
+    out = [""] * len(ids)
+    hide = {} if progress else {"disable": True}  # when shown, tqdm reads TQDM_DISABLE itself
     # Batches of sentences of one source length: no padding, and the same length limit for every
     # row, so each sentence gets exactly the translation it would get alone.
-    groups = [
-        list(g)
-        for _, g in groupby(
-            sorted(range(len(ids)), key=lambda i: len(ids[i])), lambda i: len(ids[i])
-        )
-    ]
-    chunks = [
-        group[k : k + batch_size] for group in groups for k in range(0, len(group), batch_size)
-    ]
-    out, ends = [""] * len(ids), (tokenizer.bos_id, tokenizer.eos_id)
-    hide = {} if progress else {"disable": True}  # when shown, tqdm reads TQDM_DISABLE itself
+    chunks = _chunks(ids, decode.batch_size)
     with eval_mode(model):
         for chunk in tqdm(chunks, desc="translating", unit="batch", file=sys.stderr, **hide):
-            # (B, S), no padding
-            src = torch.tensor([ids[i] for i in chunk], dtype=torch.long, device=device)
-            max_len = min(int(max_len_a * src.size(1) + max_len_b), limit)
-            if beam_size == 1:
-                hyp = greedy_decode(model, src, max_len, *ends)  # (B, <= max_len)
-            else:
-                hyp = beam_search(
-                    model, src, beam_size, max_len, *ends, length_penalty=length_penalty
-                )
+            src = torch.tensor([ids[i] for i in chunk], dtype=torch.long, device=device)  # (B, S)
+            hyp = _decode(model, tokenizer, src, decode)  # (B, <= max_len)
             for row, text in zip(chunk, tokenizer.decode_batch(hyp.tolist()), strict=True):
                 out[row] = text
     return out
+
+
+def _decode(
+    model: Transformer, tokenizer: BPETokenizer, src: Tensor, decode: DecodeConfig
+) -> Tensor:
+    max_len = min(int(decode.max_len_a * src.size(1) + decode.max_len_b), model.config.max_len)
+    ends = {"bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id}
+    if decode.beam_size == 1:
+        return greedy_decode(model, src, max_len, **ends)
+    return beam_search(
+        model, src, decode.beam_size, max_len, **ends, length_penalty=decode.length_penalty
+    )
 
 
 @dataclass(frozen=True)
@@ -157,7 +166,38 @@ def evaluate_translation(
             "run must be a TranslationRun (what train_translation returns), got "
             f"{type(run).__name__}"
         )
-    pairs = run.test_pairs if pairs is None else list(pairs)
+    pairs = run.test_pairs if pairs is None else _checked_pairs(pairs)
+    beams = run.profile.decode
+    if beam_size is not None:
+        beams = replace(beams, beam_size=beam_size)
+    if length_penalty is not None:
+        beams = replace(beams, length_penalty=length_penalty)
+    threads = run.threads if threads is None else check_positive_int("threads", threads)
+    sources = [de for de, _ in pairs]
+    references = [en for _, en in pairs]
+    with torch_threads(threads) as used:
+        start = time.perf_counter()
+        greedy = translate(run.model, run.tokenizer, sources, replace(beams, beam_size=1), progress)
+        middle = time.perf_counter()
+        beam = translate(run.model, run.tokenizer, sources, beams, progress)
+        end = time.perf_counter()
+    return TranslationEvaluation(
+        sources=sources,
+        references=references,
+        greedy=greedy,
+        beam=beam,
+        bleu_greedy=corpus_bleu(greedy, references),
+        bleu_beam=corpus_bleu(beam, references),
+        beam_size=beams.beam_size,
+        length_penalty=beams.length_penalty,
+        greedy_seconds=middle - start,
+        beam_seconds=end - middle,
+        threads=used,
+    )
+
+
+def _checked_pairs(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    pairs = list(pairs)
     for i, pair in enumerate(pairs):
         if not (
             isinstance(pair, (tuple, list))
@@ -169,30 +209,7 @@ def evaluate_translation(
         raise ValueError(
             "pairs is empty: evaluate_translation needs at least one (german, english) pair"
         )
-    settings = run.profile.decode
-    beam_size = (
-        settings.beam_size if beam_size is None else check_positive_int("beam_size", beam_size)
-    )
-    length_penalty = settings.length_penalty if length_penalty is None else length_penalty
-    threads = run.threads if threads is None else check_positive_int("threads", threads)
-    sources, references = [de for de, _ in pairs], [en for _, en in pairs]
-    decode = dict(
-        length_penalty=length_penalty,
-        batch_size=settings.batch_size,
-        max_len_a=settings.max_len_a,
-        max_len_b=settings.max_len_b,
-        progress=progress,
-    )
-    outputs, seconds = [], []
-    with torch_threads(threads) as used:
-        for beam in (1, beam_size):  # greedy, then beam search
-            start = time.perf_counter()
-            outputs.append(translate(run.model, run.tokenizer, sources, beam, **decode))
-            seconds.append(time.perf_counter() - start)
-    scores = [corpus_bleu(hypotheses, references) for hypotheses in outputs]
-    return TranslationEvaluation(
-        sources, references, *outputs, *scores, beam_size, length_penalty, *seconds, used
-    )
+    return pairs
 
 
 def run_translation(

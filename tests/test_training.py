@@ -109,6 +109,45 @@ def test_label_smoothed_loss_matches_a_hand_computation():
     assert sequence_loss(changed, target, 0, eps).item() == pytest.approx(expected, rel=1e-5)
 
 
+def test_label_smoothing_can_give_the_padding_class_no_mass():
+    """``smooth_pad=False`` (The Annotated Transformer's target): ``eps`` is spread over the other
+    ``K - 1`` classes and ``<pad>`` gets none; with ``eps = 0`` both definitions are plain NLL."""
+    torch.manual_seed(1)
+    logits = torch.randn(2, 4, 7)
+    target = torch.tensor([[3, 4, 5, 0], [6, 0, 0, 0]])
+    eps = 0.1
+    log_p = logits.log_softmax(-1)
+    total, count = 0.0, 0
+    for b, t in zip(*torch.nonzero(target != 0, as_tuple=True), strict=True):
+        q = torch.full((7,), eps / 6)
+        q[0] = 0.0
+        q[int(target[b, t])] += 1 - eps
+        total += float(-(q * log_p[b, t]).sum())
+        count += 1
+    loss = sequence_loss(logits, target, 0, eps, smooth_pad=False)
+    assert loss.item() == pytest.approx(total / count, rel=1e-5)
+    assert loss.item() != pytest.approx(sequence_loss(logits, target, 0, eps).item(), rel=1e-4)
+    summed = sequence_loss(logits, target, 0, eps, reduction="sum", smooth_pad=False)
+    assert summed.item() == pytest.approx(total, rel=1e-5)
+    plain = sequence_loss(logits, target, 0, 0.0)
+    assert sequence_loss(logits, target, 0, 0.0, smooth_pad=False).item() == plain.item()
+
+
+def test_the_tied_padding_row_gets_a_gradient_through_the_output_layer():
+    """``padding_idx`` stops the lookup's gradient only: tied to the output layer, the ``<pad>``
+    row gets one from every logit of ``<pad>``, with either smoothing target."""
+    batch = random_batch(0)
+    for smooth_pad in (True, False):
+        model = small_model()
+        logits = model(batch.src, batch.tgt_in)
+        sequence_loss(logits, batch.tgt_out, PAD, 0.1, smooth_pad=smooth_pad).backward()
+        assert model.tgt_embed.embedding.weight.grad[PAD].norm() > 1e-4
+    untied = small_model()
+    untied.generator.weight = torch.nn.Parameter(untied.generator.weight.detach().clone())
+    sequence_loss(untied(batch.src, batch.tgt_in), batch.tgt_out, PAD, 0.1).backward()
+    assert untied.tgt_embed.embedding.weight.grad[PAD].norm() == 0
+
+
 def test_reported_loss_is_the_label_smoothed_loss_of_the_model_before_the_step():
     model = small_model()
     batch = random_batch(0)

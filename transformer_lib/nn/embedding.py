@@ -19,7 +19,10 @@ class TokenEmbedding(nn.Module):
     whose entries lie in ``[-1, 1]``.
 
     Args:
-        padding_idx: id whose vector is zero and receives no gradient (optional).
+        padding_idx: id whose row starts at zero and gets no gradient from the lookup (optional).
+            The row is not frozen: when the table is also the output layer's weight (the
+            :class:`~.Transformer`'s ``tie_embeddings``), every logit of that id sends it a
+            gradient, so it moves away from zero in training.
 
     Shape:
         tokens: ``(B, T)`` integer ids in ``[0, vocab_size)``; output: ``(B, T, d_model)``.

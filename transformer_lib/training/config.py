@@ -34,6 +34,9 @@ class TrainConfig:
         time_budget_s: stop after this many seconds of training steps (the slowest rank's under
             ``torchrun``).
         label_smoothing: ``epsilon_ls`` of ``F.cross_entropy`` (the paper: 0.1).
+        label_smoothing_pad: whether label smoothing gives the padding class its share
+            ``epsilon_ls / V``, as ``F.cross_entropy`` does (``True``), or none, as The Annotated
+            Transformer does (``False``: the share goes to the other ``V - 1`` classes).
         grad_accum: batches whose gradients are summed before each optimizer step (per process).
         clip_norm: clip the global gradient norm to this value (``None``: off, as in the paper).
         amp: ``"none"`` (float32), ``"bf16"``, ``"fp16"`` (CUDA, ``GradScaler``), ``"auto"``
@@ -58,6 +61,7 @@ class TrainConfig:
     warmup_steps: int = 4000
     schedule: Schedule = "noam"
     label_smoothing: float = 0.1
+    label_smoothing_pad: bool = True
     grad_accum: int = 1
     clip_norm: float | None = None
     amp: AmpMode = "none"
@@ -106,6 +110,7 @@ class TrainConfig:
     def _check_optimizer(self) -> None:
         _positive_number("lr", self.lr, "float (the peak learning rate)")
         check_probability("label_smoothing", self.label_smoothing)
+        check_bool("label_smoothing_pad", self.label_smoothing_pad)
         check_positive_int("grad_accum", self.grad_accum)
         check_choice("amp", self.amp, AMP_CHOICES)
         if self.clip_norm is not None:

@@ -223,6 +223,7 @@ class _Run:
             amp=amp,
             forward=forward,
             label_smoothing=config.label_smoothing,
+            smooth_pad=config.label_smoothing_pad,
             clip_norm=config.clip_norm,
         )
         model.train()

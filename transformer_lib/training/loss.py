@@ -33,14 +33,17 @@ def sequence_loss(
     pad_id: int,
     label_smoothing: float = 0.0,
     reduction: str = "mean",
+    smooth_pad: bool = True,
 ) -> Tensor:
     """Cross-entropy of ``logits`` against ``target``, ignoring padding positions, computed in
     float32.
 
     With label smoothing ``eps`` over ``K`` classes, each target position contributes
     ``(1 - eps) * (-log p_y) + eps / K * sum_k (-log p_k)`` (``F.cross_entropy``'s definition:
-    the true class gets a share of ``eps`` too). ``"mean"`` averages over the non-padding
-    positions; ``"sum"`` adds them up.
+    the true class gets a share of ``eps`` too). With ``smooth_pad=False`` the padding class gets
+    no share, as in The Annotated Transformer: ``eps / (K - 1)`` goes to each other class (a model
+    never has to predict ``<pad>``, and the decoders never produce it). ``"mean"`` averages over the
+    non-padding positions; ``"sum"`` adds them up.
 
     Shape:
         logits: ``(B, T, V)``; target: ``(B, T)``; output: scalar.
@@ -50,13 +53,25 @@ def sequence_loss(
             "logits must be (B, T, V) and target (B, T) with the same B, T; got "
             f"{tuple(logits.shape)} and {tuple(target.shape)}"
         )
-    return F.cross_entropy(
-        logits.float().flatten(0, 1),  # (B, T, V) -> (B*T, V)
-        target.flatten(),  # (B, T) -> (B*T,)
-        ignore_index=pad_id,
-        label_smoothing=label_smoothing,
-        reduction=reduction,
-    )
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+    logits = logits.float().flatten(0, 1)  # (B, T, V) -> (B*T, V)
+    target = target.flatten()  # (B, T) -> (B*T,)
+    if smooth_pad or label_smoothing == 0.0:
+        return F.cross_entropy(
+            logits,
+            target,
+            ignore_index=pad_id,
+            label_smoothing=label_smoothing,
+            reduction=reduction,
+        )
+    log_probs = logits.log_softmax(dim=-1)  # (B*T, V)
+    nll = F.nll_loss(log_probs, target, ignore_index=pad_id, reduction="none")  # (B*T,)
+    others = log_probs.sum(dim=-1) - log_probs[:, pad_id]  # (B*T,): every class but <pad>
+    per_token = (1.0 - label_smoothing) * nll - label_smoothing * others / (logits.size(-1) - 1)
+    per_token = per_token.masked_fill(target == pad_id, 0.0)
+    total = per_token.sum()
+    return total if reduction == "sum" else total / (target != pad_id).sum()
 
 
 def evaluate_loss(

@@ -30,7 +30,13 @@ from transformer_lib import (
 from transformer_lib.cli import load_translation_checkpoint
 from transformer_lib.data.multi30k import load_multi30k
 from transformer_lib.data.tokenizer import train_translation_tokenizer
-from transformer_lib.tasks.translation import TRANSLATION_PROFILES, ResumeError, apply_overrides, encode_pairs
+from transformer_lib.tasks.translation import (
+    TRANSLATION_PROFILES,
+    ResumeError,
+    apply_overrides,
+    encode_pairs,
+    sweep_decoding,
+)
 from transformer_lib.tasks.translation import train as translation_training
 from transformer_lib.tasks.translation.checkpoints import RunDirectory
 from transformer_lib.training import state as training_state
@@ -102,12 +108,17 @@ def test_run_history_and_throughput_describe_the_training(run: TranslationRun) -
     assert losses[-1] < losses[0] and losses[-1] < math.log(300)
 
 
-def test_kept_weights_are_the_better_of_last_and_average(run: TranslationRun) -> None:
+def test_kept_weights_are_the_candidate_of_lowest_validation_loss(run: TranslationRun) -> None:
     assert not run.model.training, "the trained model is handed back in eval mode"
     assert run.val_loss_last == run.val_history[-1]["val_loss"]
     assert run.val_loss_averaged is not None, "three snapshots were kept, so an average was tried"
-    assert run.val_loss == min(run.val_loss_last, run.val_loss_averaged)
-    assert run.averaged_checkpoints == (3 if run.val_loss_averaged < run.val_loss_last else 1)
+    names = set(run.candidates)
+    assert {"last", "average of the last 2", "average of the last 3"} <= names
+    assert run.val_loss_averaged == run.candidates["average of the last 3"]
+    assert run.val_loss == min(run.candidates.values())
+    assert run.candidates[run.checkpoint_choice] == run.val_loss
+    expected = int(run.checkpoint_choice[-1]) if run.checkpoint_choice.startswith("average") else 1
+    assert run.averaged_checkpoints == expected
     # The model in the run really is the one whose loss the run reports.
     measured = evaluate_loss(run.model, _batches(run, run.val_pairs, shuffle=False))["loss"]
     assert measured == pytest.approx(run.val_loss, rel=1e-5)
@@ -300,3 +311,44 @@ def test_saved_run_translates_like_the_model_in_memory(
     assert metadata["results"]["bleu"] == round(evaluation.bleu_greedy.score, 2)
     assert metadata["decoding"] == run.decoding
     assert translate(model, tokenizer, evaluation.sources[:5], max_len_a=1.5, max_len_b=10) == evaluation.greedy[:5]
+
+
+def test_choose_weights_keeps_an_older_best_snapshot_and_says_which() -> None:
+    # Three "models" of one parameter: the validation loss is the parameter's distance from 1.0.
+    model = torch.nn.Linear(1, 1, bias=False)
+    snapshots = translation_training._Snapshots(keep=2)
+    history = []
+    for step, value in ((10, 0.9), (20, 3.0), (30, 5.0)):  # the first evaluation is the best
+        weights = {"weight": torch.tensor([[value]])}
+        snapshots.add(weights, abs(value - 1.0))
+        history.append({"step": step, "val_loss": abs(value - 1.0)})
+
+    def loss(m: torch.nn.Module) -> float:
+        return abs(m.weight.item() - 1.0)
+
+    choice = translation_training.choose_weights(model, snapshots, history, loss)  # type: ignore[arg-type]
+    assert choice.candidates == pytest.approx({"last": 4.0, "average of the last 2": 3.0, "best, step 10": 0.1})
+    assert choice.name == "best, step 10" and choice.averaged == 1
+    assert model.weight.item() == pytest.approx(0.9)
+    # Without an older best, the average of the last two wins over the last weights.
+    snapshots = translation_training._Snapshots(keep=2)
+    for value in (1.5, 0.7):
+        snapshots.add({"weight": torch.tensor([[value]])}, abs(value - 1.0))
+    history = [{"step": 1, "val_loss": 0.5}, {"step": 2, "val_loss": 0.3}]
+    choice = translation_training.choose_weights(model, snapshots, history, loss)  # type: ignore[arg-type]
+    assert choice.name == "average of the last 2" and choice.averaged == 2
+    assert model.weight.item() == pytest.approx(1.1)
+
+
+def test_sweep_decoding_scores_every_setting_and_picks_the_best_beam_row(run: TranslationRun) -> None:
+    pairs = run.val_pairs[:6]
+    sweep = sweep_decoding(run.model, run.tokenizer, pairs, [2, 3], [0.6, 1.0])
+    settings = [(row["beam_size"], row["length_penalty"]) for row in sweep.rows]
+    assert settings == [(1, None), (2, 0.6), (2, 1.0), (3, 0.6), (3, 1.0)]
+    beam_rows = sweep.rows[1:]
+    assert sweep.best in beam_rows and sweep.best["bleu"] == max(row["bleu"] for row in beam_rows)
+    # Each row is what translate() + sacreBLEU give for that setting.
+    hypotheses = translate(run.model, run.tokenizer, [de for de, _ in pairs], 3, 1.0)
+    assert sweep.rows[-1]["bleu"] == round(corpus_bleu(hypotheses, [en for _, en in pairs]).score, 2)
+    with pytest.raises(ValueError, match="pairs is empty"):
+        sweep_decoding(run.model, run.tokenizer, [], [2], [1.0])

@@ -8,12 +8,36 @@ from .checkpoints import ResumeError
 from .data import TASK, TranslationData, encode_pairs, prepare_translation_data
 from .profiles import TRANSLATION_PROFILES, DataConfig, TranslationConfig, apply_overrides, translation_profile
 from .results import save_translation, translation_summary, write_translation_results
-from .score import TranslationEvaluation, evaluate_translation, run_translation, translate
+from .score import (
+    DecodingSweep,
+    TranslationEvaluation,
+    evaluate_translation,
+    run_translation,
+    sweep_decoding,
+    translate,
+)
 from .train import TranslationRun, train_translation
 
 __all__ = [
-    "TASK", "TRANSLATION_PROFILES", "DataConfig", "ResumeError", "TranslationConfig", "TranslationData",
-    "TranslationEvaluation", "TranslationRun", "apply_overrides", "encode_pairs", "evaluate_translation",
-    "prepare_translation_data", "run_translation", "save_translation", "train_translation", "translate",
-    "translation_profile", "translation_summary", "write_translation_results",
-]  # fmt: skip
+    "DataConfig",
+    "DecodingSweep",
+    "ResumeError",
+    "TASK",
+    "TRANSLATION_PROFILES",
+    "TranslationConfig",
+    "TranslationData",
+    "TranslationEvaluation",
+    "TranslationRun",
+    "apply_overrides",
+    "encode_pairs",
+    "evaluate_translation",
+    "prepare_translation_data",
+    "run_translation",
+    "save_translation",
+    "sweep_decoding",
+    "train_translation",
+    "translate",
+    "translation_profile",
+    "translation_summary",
+    "write_translation_results",
+]

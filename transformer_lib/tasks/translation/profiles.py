@@ -44,7 +44,8 @@ class TranslationConfig:
     the model is built (:meth:`model_config`; a small corpus can give fewer tokens than asked).
 
     Attributes:
-        average_last: average the weights of the last this many evaluations (1: no averaging).
+        average_last: the run ends with the weights of lowest validation loss among the last ones, the
+            averages of the last 2 to ``average_last`` evaluations' weights, and the best evaluation's.
         num_threads: CPU threads for PyTorch during the run (``None``: PyTorch's default). One
             thread suits tiny models, and never crawls when other programs compete for the cores.
     """

@@ -44,6 +44,8 @@ def translation_summary(
         **pick("brevity_penalty", "brevity_penalty_beam"), "averaged_checkpoints": run.averaged_checkpoints,
         "val_loss_last": round(run.val_loss_last, 4),
         "val_loss_averaged": None if averaged is None else round(averaged, 4),
+        "checkpoint_choice": run.checkpoint_choice,
+        "checkpoint_candidates": {name: round(loss, 4) for name, loss in run.candidates.items()},
         "final_train_loss": round(run.result.final_loss, 4), **pick("decode_seconds_greedy", "decode_seconds_beam"),
         "val_history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in run.val_history],
         **pick("examples"), "config": asdict(run.profile),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +53,14 @@ class TranslationRun:
     """What :func:`~.train_translation` returns: the trained model and everything about its training.
 
     Attributes:
-        model: the :class:`~.Transformer` (eval mode): the snapshots' average if it helped, else the last weights.
+        model: the :class:`~.Transformer` (eval mode) with the weights ``checkpoint_choice`` names.
         steps_per_epoch, tokens: batches in one pass over ``train_pairs``; source + target non-padding tokens seen.
-        averaged_checkpoints: snapshots averaged into ``model`` (1: the last weights were kept).
-        val_loss_last, val_loss_averaged: validation loss of the last weights and of the average
-            (``None`` with fewer than two snapshots).
+        averaged_checkpoints: snapshots averaged into ``model`` (1: one snapshot, the last or the best).
+        val_loss_last, val_loss_averaged: validation loss of the last weights and of the average of all the
+            kept snapshots (``None`` with fewer than two snapshots).
+        checkpoint_choice: which weights ``model`` holds: ``"last"``, ``"average of the last k"`` or
+            ``"best, step s"``, the candidate with the lowest validation loss (:func:`choose_weights`).
+        candidates: every candidate's validation loss, by name.
         resumed_from_step: the step of the checkpoint this run continued from (0: it started afresh).
     """
 
@@ -75,6 +79,8 @@ class TranslationRun:
     val_loss_last: float
     val_loss_averaged: float | None
     wall_seconds: float
+    checkpoint_choice: str = "last"
+    candidates: dict[str, float] = field(default_factory=dict)
     checkpoint: Path | None = None
     world_size: int = 1
     resumed_from_step: int = 0
@@ -122,8 +128,7 @@ class TranslationRun:
     @property
     def val_loss(self) -> float:
         """Validation loss of the weights kept in ``model``."""
-        averaged = self.averaged_checkpoints > 1 and self.val_loss_averaged is not None
-        return self.val_loss_averaged if averaged else self.val_loss_last  # type: ignore[return-value]
+        return self.candidates.get(self.checkpoint_choice, self.val_loss_last)
 
     @property
     def decoding(self) -> dict[str, Any]:
@@ -131,13 +136,35 @@ class TranslationRun:
         return asdict(self.profile.decode)
 
 
+@dataclass
+class _Snapshots:
+    """The weights a run may end with: those of the last ``keep`` evaluations, and those of the best one
+    (the lowest validation loss so far, kept even when it is older than the last ``keep``).
+    """
+
+    keep: int
+    last: list[dict[str, torch.Tensor]] = field(default_factory=list)
+    best: dict[str, torch.Tensor] | None = None
+    best_loss: float = math.inf
+
+    def add(self, weights: dict[str, torch.Tensor], val_loss: float) -> bool:
+        """Keep ``weights`` (of an evaluation with this validation loss); ``True`` if it is the new best."""
+        self.last.append(weights)
+        del self.last[: -self.keep]
+        if not val_loss < self.best_loss:
+            return False
+        self.best = weights
+        self.best_loss = val_loss
+        return True
+
+
 def _train_model(
     data: TranslationData, profile: TranslationConfig, device: torch.device, run_dir: RunDirectory | None
-) -> tuple[Transformer, TrainResult, _CountedBatches, list[dict[str, torch.Tensor]]]:
+) -> tuple[Transformer, TrainResult, _CountedBatches, _Snapshots]:
     """Build the profile's model from ``train.seed`` and train it, or continue ``run_dir``'s run; return the
-    model, the loop's result, the batches and the snapshots of the last ``average_last`` evaluations.
+    model, the loop's result, the batches and the snapshots (the last ``average_last`` and the best).
     """
-    seed, keep = profile.train.seed, profile.average_last
+    seed = profile.train.seed
     set_seed(seed)
     model = Transformer(profile.model_config(data.tokenizer.vocab_size)).to(device)
     special = (data.tokenizer.pad_id, data.tokenizer.bos_id, data.tokenizer.eos_id)
@@ -147,15 +174,18 @@ def _train_model(
         ),
         first_epoch=run_dir.epoch if run_dir is not None else 0,
     )
-    snapshots = run_dir.restore_snapshots(keep) if run_dir is not None else []
+    snapshots = _Snapshots(profile.average_last)
+    if run_dir is not None:  # a resumed run continues with the snapshots it had
+        snapshots.last = run_dir.restore_snapshots(snapshots.keep)
+        snapshots.best, snapshots.best_loss = run_dir.restore_best()
 
     def evaluate(m: Transformer) -> dict[str, float]:
         """Validation loss, and a snapshot of the weights (not counted as training time)."""
         metrics = evaluate_loss(m, data.val_batches, device)
-        snapshots.append({k: v.detach().to("cpu", copy=True) for k, v in m.state_dict().items()})
+        weights = {k: v.detach().to("cpu", copy=True) for k, v in m.state_dict().items()}
+        is_best = snapshots.add(weights, metrics["loss"])
         if run_dir is not None:
-            run_dir.save_snapshot(snapshots[-1], keep)
-        del snapshots[:-keep]
+            run_dir.save_snapshot(weights, snapshots.keep, is_best)
         return {"val_loss": metrics["loss"], "val_perplexity": metrics["perplexity"]}
 
     if run_dir is None:
@@ -164,6 +194,49 @@ def _train_model(
     metadata = run_dir.metadata(data.tokenizer, asdict(profile.decode))
     result = train(model, batches, run_dir.train, device, evaluate, run_dir.resume_from, metadata)
     return model, result, batches, snapshots
+
+
+@dataclass(frozen=True)
+class WeightsChoice:
+    """What :func:`choose_weights` decided: the name of the kept candidate, every candidate's validation
+    loss, and how many snapshots the kept weights average (1: a single snapshot).
+    """
+
+    name: str
+    candidates: dict[str, float]
+    averaged: int
+
+
+def choose_weights(
+    model: Transformer,
+    snapshots: _Snapshots,
+    eval_history: Sequence[dict[str, float]],
+    val_loss: Callable[[Transformer], float],
+) -> WeightsChoice:
+    """Load into ``model`` the candidate weights with the lowest validation loss, and say which.
+
+    The candidates: the last weights, the average of the last ``k`` snapshots for every ``k`` from 2 to
+    ``average_last``, and the best snapshot when it is older than the last. Only the validation split
+    decides, so the test score stays an unbiased estimate. ``val_loss`` scores the model as it is loaded.
+    """
+    losses = [row["val_loss"] for row in eval_history]
+    candidates = {"last": losses[-1]}
+    weights = {"last": snapshots.last[-1]} if snapshots.last else {}
+    for k in range(2, len(snapshots.last) + 1):
+        name = f"average of the last {k}"
+        weights[name] = _average_state_dicts(snapshots.last[-k:])
+        model.load_state_dict(weights[name])
+        candidates[name] = val_loss(model)
+    best_index = losses.index(min(losses))
+    if snapshots.best is not None and best_index < len(losses) - 1:  # an older evaluation was better
+        name = f"best, step {int(eval_history[best_index]['step'])}"
+        weights[name] = snapshots.best
+        candidates[name] = snapshots.best_loss
+    chosen = min(candidates, key=candidates.__getitem__)  # the first of equals: "last" wins a tie
+    if chosen in weights:
+        model.load_state_dict(weights[chosen])
+    averaged = int(chosen.rsplit(" ", 1)[-1]) if chosen.startswith("average") else 1
+    return WeightsChoice(chosen, candidates, averaged)
 
 
 def train_translation(
@@ -196,22 +269,35 @@ def train_translation(
             raw = load_multi30k(data_dir)
         data = prepare_translation_data(raw, profile.data)
         model, result, batches, snapshots = _train_model(data, profile, torch_device, run_dir)
-        val_loss_last, val_loss_averaged = result.eval_history[-1]["val_loss"], None
-        if len(snapshots) > 1:  # checkpoint averaging: keep the average if its validation loss is lower
-            last_state = {k: v.clone() for k, v in model.state_dict().items()}
-            model.load_state_dict(_average_state_dicts(snapshots))
-            val_loss_averaged = evaluate_loss(model, data.val_batches, torch_device)["loss"]
-            if not val_loss_averaged < val_loss_last:
-                model.load_state_dict(last_state)
+        choice = choose_weights(
+            model,
+            snapshots,
+            result.eval_history,
+            lambda m: evaluate_loss(m, data.val_batches, torch_device)["loss"],
+        )
         model.eval()
-    averaged = val_loss_averaged is not None and val_loss_averaged < val_loss_last
     steps_per_epoch = max(1, len(batches.batches(0)) // world)  # each rank takes every world-th batch
     run = TranslationRun(
-        model, data.tokenizer, profile, result, torch_device, used_threads, data.train_pairs, data.val_pairs,
-        data.test_pairs, steps_per_epoch, batches.tokens, len(snapshots) if averaged else 1, val_loss_last,
-        val_loss_averaged, time.perf_counter() - wall_start, world_size=world,
+        model=model,
+        tokenizer=data.tokenizer,
+        profile=profile,
+        result=result,
+        device=torch_device,
+        threads=used_threads,
+        train_pairs=data.train_pairs,
+        val_pairs=data.val_pairs,
+        test_pairs=data.test_pairs,
+        steps_per_epoch=steps_per_epoch,
+        tokens=batches.tokens,
+        averaged_checkpoints=choice.averaged,
+        val_loss_last=choice.candidates["last"],
+        val_loss_averaged=choice.candidates.get(f"average of the last {len(snapshots.last)}"),
+        wall_seconds=time.perf_counter() - wall_start,
+        checkpoint_choice=choice.name,
+        candidates=choice.candidates,
+        world_size=world,
         resumed_from_step=run_dir.step if run_dir is not None else 0,
-    )  # fmt: skip
+    )
     if save is not None and is_main_process():
         save_translation(run, save)
     return run

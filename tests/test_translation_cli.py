@@ -199,7 +199,7 @@ def test_max_steps_is_a_step_budget_that_lifts_the_time_budget(
     profile = _profile_given(["--max-steps", "700"], monkeypatch, capsys)
     assert (profile.train.max_steps, profile.train.max_epochs, profile.train.time_budget_s) == (700, None, None)
     cpu = translation.TRANSLATION_PROFILES["cpu"]
-    limits = {"max_steps": 900, "max_epochs": None, "time_budget_s": 1800.0}
+    limits = {"max_steps": 1850, "max_epochs": None, "time_budget_s": None}
     assert replace(profile, train=replace(profile.train, **limits)) == cpu, "nothing else changed"
     with pytest.raises(ValueError, match="max_steps"):
         translation.translation_profile("cpu", max_steps=0)

@@ -180,7 +180,7 @@ def projections_figure() -> Figure:
         "K = x W_K\noffers": x @ w_k,
         "V = x W_V\nhands over": x @ w_v,
     }
-    cell = 0.38
+    cell = 0.36
     top, left = 0.0, 0.75  # the first word's row; the left edge of the vectors
     bottom = top - (len(tokens) - 1) * ROW - 0.35
     fig, ax = canvas(8.0, 1.75 + top - bottom)
@@ -194,7 +194,7 @@ def projections_figure() -> Figure:
     start = left + 8 * 0.16 + 0.15  # the arrow, then the three tables
     arrow(ax, (start, top - 3 * ROW), (start + 0.45, top - 3 * ROW))
     for k, (title, table) in enumerate(tables.items()):
-        x0 = start + 0.65 + k * (len(FEATURES) * cell + 0.3)
+        x0 = start + 0.55 + k * (len(FEATURES) * cell + 0.2)
         middle = x0 + len(FEATURES) * cell / 2
         _say(ax, middle, top + 1.0, title, va="bottom")
         _features(ax, x0, top + 0.22, cell)

@@ -29,10 +29,10 @@ Usage::
   8,000-token BPE vocabulary, d_model 256, 3+3 layers, Pre-LN, a linear schedule with a peak of 2e-3
   after 300 warmup steps; the 1,000 sentences of test_2016_flickr). One run costs 20 to 25 minutes on
   one core of a 2-core AMD EPYC, too long for a notebook, so each is run on its own under a step budget
-  (``--translation-steps``; 900 is the profile's own step budget), and ``--append-to`` collects the
-  results in ``benchmarks/results/variants_translation_cpu.json``, which chapter 15 reads back. Every
-  variant runs with seeds 0 and 1; the two seeds of the baseline are the yardstick. Two processes of one
-  thread each, one per seed, on a 2-core machine::
+  (``--translation-steps``: the committed runs took 900 steps, not the profile's own 1,850), and
+  ``--append-to`` collects the results in ``benchmarks/results/variants_translation_cpu.json``, which
+  chapter 15 reads back. Every variant runs with seeds 0 and 1; the two seeds of the baseline are the
+  yardstick. Two processes of one thread each, one per seed, on a 2-core machine::
 
     for seed in 0 1; do
       for v in baseline post-ln rope modern; do

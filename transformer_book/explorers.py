@@ -323,7 +323,7 @@ def explore_attention_kinds(maps: Mapping[str, tuple[Grid, Sequence[str], Sequen
         if (shape := (len(z), len(z[0]))) != (len(rows), len(cols)):
             raise ValueError(f"maps[{kind!r}]: weights of shape {shape} but ({len(rows)}, {len(cols)}) labels")
         steps.append([go.Heatmap(z=z, x=list(cols), y=list(rows), zmin=0, zmax=1, colorscale="Blues",
-                                 colorbar={"title": {"text": "weight"}})])
+                                 colorbar={"title": {"text": "weight", "side": "right"}})])  # not on a tick
     fig = slider_figure(steps, list(maps), prefix="kind: ")
     return fig.update_layout(title="Attention maps: rows = queries, columns = keys", width=560, height=460,
                              yaxis_autorange="reversed", margin={"t": 60, "b": 40})
@@ -420,8 +420,9 @@ def explore_noam(steps: Values, rates: Sequence[Values], warmups: Sequence[int],
     top = max(max(_numbers(r, "rates", 1)) for r in rates)
     fig = line_explorer(steps, curves, [str(w) for w in warmups], active=_position(warmups, start, "start"),
                         titles=[f"Noam schedule, d_model {d_model}, warmup {w}" for w in warmups], prefix="warmup = ")
+    # the rate's axis starts a little below 0, so that its label 0 does not sit on the step axis's 0
     return fig.update_layout(height=380, width=680, xaxis_title="optimizer step", yaxis_title="learning rate",
-                             yaxis_range=[0, 1.05 * top])
+                             yaxis_range=[-0.04 * top, 1.05 * top])
 
 
 def explore_alignment(snapshots: Sequence[Tensor], steps: Sequence[int], keys: Sequence[str],

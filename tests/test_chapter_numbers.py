@@ -32,6 +32,12 @@ DERIVED: dict[str, dict[str, tuple[str, str, str]]] = {
     "03_attention_and_masks": {
         "9.966": ("diff", "16.948", "6.982"),  # play's score above grass's, the two printed scores
     },
+    "08_encoder_decoder_model": {
+        # the library's initial weights against PyTorch's defaults: printed standard deviations
+        "1.7": ("ratio", "0.0442", "0.0255"),  # attention projections
+        "1.1": ("ratio", "0.0280", "0.0255"),  # FFN linear1
+        "2.2": ("ratio", "0.0280", "0.0128"),  # FFN linear2
+    },
     "11_translation": {
         # seed spreads: the earlier recipe (Noam), the chosen one (chapter 15's baseline), the step budget
         "1.58": ("diff", "32.00", "33.58"),

@@ -275,7 +275,7 @@ def why_figure() -> Figure:
     _text(ax, 0.8, top + 0.25, "one head", size=FONT, weight="bold")
     _text(ax, 0.8, top + 0.02, "asks: a noun", color=MUTED)
     for h, question in enumerate(("a plural noun", "a noun, not plural")):
-        centre = 5.75 + 1.2 * h
+        centre = 5.6 + 1.4 * h
         _text(
             ax, centre, top + 0.25, f"head {h + 1}", size=FONT, weight="bold", color=HEAD_COLOURS[h]
         )
@@ -291,7 +291,7 @@ def why_figure() -> Figure:
         )
     _bars(ax, 0.35, top - 0.15, single["weights"][play], row, COLOURS["attention"])
     for h in range(2):
-        _bars(ax, 5.35 + 1.2 * h, top - 0.15, step["weights"][h, play], row, HEAD_COLOURS[h])
+        _bars(ax, 5.2 + 1.4 * h, top - 0.15, step["weights"][h, play], row, HEAD_COLOURS[h])
     for r, word in enumerate(tokens):
         y = top - 0.15 - (r + 0.5) * row
         _text(ax, words_x, y, word, size=FONT, ha="right", weight="bold" if r == play else None)

@@ -217,8 +217,9 @@ def test_the_translator_box_loads_pinned_packages_and_committed_model_files() ->
     assert set(extension.VENDOR) <= set(pinned), f"package.json lacks {set(extension.VENDOR) - set(pinned)}"
     assert all(re.fullmatch(r"\d+\.\d+\.\d+", pinned[name]) for name in extension.VENDOR), "exact versions"
     assert CONFIG["sphinx"]["local_extensions"]["translator"] == "_ext"
-    folder = ROOT / "_book_static" / "translator"
+    folder = ROOT / "transformer_book" / "translator"  # package data; the build copies it into the site
     assert sorted(p.name for p in folder.iterdir()) == sorted(SITE_FILES)
+    assert tuple(extension.MODEL_FILES) == SITE_FILES
     assert sum((folder / name).stat().st_size for name in SITE_FILES) <= 10_000_000, "the page loads at most 10 MB"
 
 

@@ -11,7 +11,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from transformer_book.attention_figures import Panel, bar_panels, maps_figure  # noqa: E402
-from transformer_book.concepts._style import MAX_WIDTH, SMALL  # noqa: E402
+from transformer_book.concepts._style import SMALL  # noqa: E402
+from transformer_book.plotting import PAGE_WIDTH  # noqa: E402
 
 WORDS = ["two", "dogs", "play"]
 
@@ -27,7 +28,7 @@ def all_texts(fig) -> list:
 
 def readable(fig) -> bool:
     return (
-        fig.get_size_inches()[0] <= MAX_WIDTH
+        fig.get_size_inches()[0] <= PAGE_WIDTH
         and min(t.get_fontsize() for t in all_texts(fig)) >= SMALL
     )
 

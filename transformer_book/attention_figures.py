@@ -1,6 +1,7 @@
 """The pictures that chapters 3 and 4 draw in their cells, from the tensors the cell just computed.
 
-Two kinds, both readable at the page's width (at most 8 inches wide, no text under 10.5 pt):
+Two kinds, both readable at the page's width (at most ``PAGE_WIDTH``, 7.5 inches, wide, no text
+under 10.5 pt):
 
 * :func:`bar_panels`: one row per word, one panel of horizontal bars per quantity, each bar with
   its number (a softmax built from ``exp``, the weights and gradients with and without the scale);
@@ -23,7 +24,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from torch import Tensor
 
-from .concepts._style import COLOURS, FONT, INK, MAX_WIDTH, SMALL
+from .concepts._style import COLOURS, FONT, INK, SMALL
+from .plotting import PAGE_WIDTH
 
 __all__ = ["Panel", "bar_panels", "maps_figure"]
 
@@ -101,7 +103,7 @@ def bar_panels(
         common = (min(limits[i][0] for i in group), max(limits[i][1] for i in group))
         for i in group:
             limits[i] = common
-    size = (MAX_WIDTH, ROW * len(labels) + 0.9)
+    size = (PAGE_WIDTH, ROW * len(labels) + 0.9)
     fig, axes = plt.subplots(1, len(panels), sharey=True, figsize=size, squeeze=False)
     fig.patch.set_facecolor("white")
     for ax, (title, _, fmt), vector, span in zip(axes[0], panels, vectors, limits, strict=True):
@@ -202,10 +204,10 @@ def maps_figure(
     grids = [_check_panel(panel) for panel in panels]
     columns = sum(grid.size(1) for grid in grids)
     extra = 1.1 if predicts is not None else 0.0
-    cell = min(NUMBERED_CELL, (MAX_WIDTH - 0.2 - extra - LABELS * len(panels)) / columns)
+    cell = min(NUMBERED_CELL, (PAGE_WIDTH - 0.2 - extra - LABELS * len(panels)) / columns)
     if cell < PLAIN_CELL:
         raise ValueError(
-            f"{columns} columns in {len(panels)} panels do not fit in {MAX_WIDTH} inches"
+            f"{columns} columns in {len(panels)} panels do not fit in {PAGE_WIDTH} inches"
         )
     if numbers is None:
         numbers = cell >= NUMBERED_CELL - 1e-9

@@ -20,7 +20,8 @@ from torch import Tensor
 from transformer_lib.nn.masks import causal_mask, padding_mask
 
 from ..example import ENGLISH, GERMAN, SPECIALS, encode, vocabulary, words
-from ._style import COLOURS, FONT, INK, MAX_WIDTH, SMALL, TITLE, canvas
+from ..plotting import PAGE_WIDTH
+from ._style import COLOURS, FONT, INK, SMALL, TITLE, canvas
 
 __all__ = [
     "FIGURES",
@@ -176,10 +177,10 @@ def masks_figure(masks: dict[str, tuple[Tensor, list[str], list[str]]]) -> Figur
             )
     gap, top = 0.35, 3.0
     columns = sum(mask.size(1) for mask, _, _ in masks.values())
-    room = MAX_WIDTH - 0.2 - (gap + LABEL_W) * len(masks)
+    room = PAGE_WIDTH - 0.2 - (gap + LABEL_W) * len(masks)  # drawn in a chapter's cell
     cell = min(CELL, room / columns)  # as large as the page allows
     widths = [LABEL_W + mask.size(1) * cell for mask, _, _ in masks.values()]
-    width = max(sum(widths) + gap * (len(masks) - 1) + 0.2, 6.9)  # at least as wide as the legend
+    width = max(sum(widths) + gap * (len(masks) - 1) + 0.2, 6.9)  # as wide as the legend at least
     longest = max(mask.size(0) for mask, _, _ in masks.values())
     legend_y = top - longest * cell - 0.95  # under the longest column labels
     fig, ax = canvas(width, top + 0.5 - legend_y + 0.15)

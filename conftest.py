@@ -77,7 +77,7 @@ def notebook_needs(path: Path) -> frozenset[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """nbval compares a figure stored as SVG no more than one stored as PNG (it skips PNG itself).
+    """Let nbval skip a figure stored as SVG, as it skips one stored as PNG.
 
     The chapters draw their figures as SVG (``transformer_book.plotting.use_book_figures``), whose
     bytes change with every number plotted; tests/test_browser.py measures the stored figures instead.

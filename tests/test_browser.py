@@ -366,7 +366,7 @@ _OTHERS = "stored PNG figures: its imports cell needs use_book_figures(), then a
 _MEASURED = "stored PNG figures: its code draws SVG now, but re-executing it here would change its measured numbers"
 FIGURES_PENDING: dict[str, str] = {
     **{f"chapters/{name}": _OTHERS for name in (
-        "02_positional_encoding", "03_attention_and_masks", "05_multi_head_attention",
+        "05_multi_head_attention",
         "06_normalization_and_residuals", "07_feed_forward",
         "08_encoder_decoder_model", "11_translation", "14_errata")},
     **{f"chapters/{name}": _MEASURED for name in (

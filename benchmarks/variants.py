@@ -29,7 +29,7 @@ Usage::
   8,000-token BPE vocabulary, d_model 256, 3+3 layers, Pre-LN, a linear schedule with a peak of 2e-3
   after 300 warmup steps; the 1,000 sentences of test_2016_flickr). One run costs 20 to 25 minutes on
   one core of a 2-core AMD EPYC, too long for a notebook, so each is run on its own under a step budget
-  (``--translation-steps``: the committed runs took 900 steps, not the profile's own 1,850), and
+  (``--translation-steps``: the committed runs took 900 steps, not the profile's own 2,467), and
   ``--append-to`` collects the results in ``benchmarks/results/variants_translation_cpu.json``, which
   chapter 15 reads back. Every variant runs with seeds 0 and 1; the two seeds of the baseline are the
   yardstick. Two processes of one thread each, one per seed, on a 2-core machine::
@@ -289,7 +289,7 @@ def main() -> None:
     if args.translation_steps is not None and args.translation_steps < 1:
         parser.error(f"--translation-steps must be a positive number of optimizer steps, got {args.translation_steps}")
     if args.translation_profile == "cpu" and args.translation_steps is None:
-        parser.error("--translation-profile cpu has a time budget, not a step budget: give --translation-steps")
+        parser.error("--translation-profile cpu needs --translation-steps (the committed runs took 900 steps)")
     if args.append_to is not None:  # a bad results file fails now, not after hours of training
         try:
             read_results(args.append_to)

@@ -74,14 +74,14 @@ def test_the_profiles_keep_the_values_of_the_stored_runs() -> None:
     model = (cpu.model.d_model, cpu.model.num_heads, cpu.model.num_encoder_layers, cpu.model.d_ff, cpu.model.dropout)
     assert model == (256, 4, 3, 1024, 0.1) and cpu.model.src_vocab_size == cpu.data.vocab_size == 8000
     train = (cpu.train.lr, cpu.train.warmup_steps, cpu.train.max_steps, cpu.train.time_budget_s, cpu.train.schedule)
-    assert train == (2e-3, 300, 1850, None, "linear") and cpu.train.amp == "auto"
+    assert train == (2e-3, 400, 2467, None, "linear") and cpu.train.amp == "auto"
     assert (cpu.decode.beam_size, cpu.decode.length_penalty, cpu.decode.max_len_a, cpu.decode.max_len_b) == (
-        4,
-        1.0,
+        8,
+        2.0,
         1.5,
         10,
     )
-    assert (cpu.data.max_tokens, cpu.average_last, cpu.num_threads) == (4000, 3, None)
+    assert (cpu.data.max_tokens, cpu.average_last, cpu.num_threads) == (3000, 12, None)
     smoke = TRANSLATION_PROFILES["smoke"]
     assert (smoke.data.train_limit, smoke.data.vocab_size, smoke.decode.length_penalty, smoke.num_threads) == (
         3000, 1000, 0.6, 1,

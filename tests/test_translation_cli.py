@@ -199,13 +199,13 @@ def test_max_steps_is_a_step_budget_that_lifts_the_time_budget(
     profile = _profile_given(["--max-steps", "700"], monkeypatch, capsys)
     assert (profile.train.max_steps, profile.train.max_epochs, profile.train.time_budget_s) == (700, None, None)
     cpu = translation.TRANSLATION_PROFILES["cpu"]
-    limits = {"max_steps": 1850, "max_epochs": None, "time_budget_s": None}
+    limits = {"max_steps": 2467, "max_epochs": None, "time_budget_s": None}
     assert replace(profile, train=replace(profile.train, **limits)) == cpu, "nothing else changed"
     with pytest.raises(ValueError, match="max_steps"):
         translation.translation_profile("cpu", max_steps=0)
     # The configuration is checked when it is built: a linear decay needs more steps than its warm-up.
     code, _, err = _main(["train-translation", "--profile", "cpu", "--max-steps", "7", "--device", "cpu"], capsys)
-    assert code == 2 and "needs max_steps > warmup_steps; got max_steps=7, warmup_steps=300" in err
+    assert code == 2 and "needs max_steps > warmup_steps; got max_steps=7, warmup_steps=400" in err
 
 
 def test_time_budget_lifts_the_step_limit_and_excludes_max_steps(

@@ -365,8 +365,7 @@ def test_page(
 _OTHERS = "stored PNG figures: its imports cell needs use_book_figures(), then a re-execution (issue 35)"
 _MEASURED = "stored PNG figures: its code draws SVG now, but re-executing it here would change its measured numbers"
 FIGURES_PENDING: dict[str, str] = {
-    **{f"chapters/{name}": _OTHERS for name in (
-        "05_multi_head_attention", "11_translation")},
+    **{f"chapters/{name}": _OTHERS for name in ("11_translation",)},
     **{f"chapters/{name}": _MEASURED for name in (
         "10_copy_task", "12_efficiency", "13_distributed_training", "15_variants")},
 }

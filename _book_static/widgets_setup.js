@@ -3,12 +3,14 @@
 //
 // 1. The widget manager (@jupyter-widgets/html-manager) looks for its icon fonts next to its own
 //    address as RequireJS reports it. Without a path for it, that address is relative to the page,
-//    and every font request fails with a 404. Point it at the same CDN folder as the script.
-require.config({
-  paths: {
-    "@jupyter-widgets/html-manager/dist": "https://cdn.jsdelivr.net/npm/@jupyter-widgets/html-manager@1.0.15/dist",
-  },
-});
+//    and every font request fails with a 404. Point it at the folder of the manager's script, which
+//    this script's data-html-manager attribute names: the site's own copy (_static/vendor/...,
+//    relative to this file) or, where the build had none, the CDN (_ext/local_scripts.py).
+{
+  const script = document.currentScript;
+  const folder = new URL(script.dataset.htmlManager, script.src).href.replace(/\/$/, "");
+  require.config({paths: {"@jupyter-widgets/html-manager/dist": folder}});
+}
 
 // 2. The widget manager typesets widget labels with MathJax 2's API (MathJax.Hub.Queue), but the
 //    book loads MathJax 3, so every labelled widget threw "Cannot read properties of undefined

@@ -23,26 +23,27 @@ hidden width of 2/3 of ``d_ff`` (85 for 128), which keeps the parameter count of
 
 Usage::
 
-    .venv/bin/python benchmarks/variants.py             # full: copy seeds 0 1, smoke translation
-    seed 0 .venv/bin/python benchmarks/variants.py --quick     # tiny budgets, translation for 2
-    variants (the tests) .venv/bin/python benchmarks/variants.py --copy-seeds 0 1 2 3 4
-    --translation-seeds 0 1 --variants baseline rope
+    # full: copy seeds 0 1, smoke translation seed 0
+    .venv/bin/python benchmarks/variants.py
+    # tiny budgets, translation for 2 variants (the tests)
+    .venv/bin/python benchmarks/variants.py --quick
+    .venv/bin/python benchmarks/variants.py --copy-seeds 0 1 2 3 4 --translation-seeds 0 1 \
+        --variants baseline rope
 
 * **Translation, ``cpu`` profile** (chapter 11's translator and recipe: all 29,000 training pairs,
-an
-  8,000-token BPE vocabulary, d_model 256, 3+3 layers, Pre-LN, a linear schedule with a peak of 2e-3
-  after 300 warmup steps; the 1,000 sentences of test_2016_flickr). One run costs 20 to 25 minutes
-  on one core of a 2-core AMD EPYC, too long for a notebook, so each is run on its own under a step
-  budget (``--translation-steps``; 900 is the profile's own step budget), and ``--append-to``
-  collects the results in ``benchmarks/results/variants_translation_cpu.json``, which chapter 15
-  reads back. Every variant runs with seeds 0 and 1; the two seeds of the baseline are the
-  yardstick. Two processes of one thread each, one per seed, on a 2-core machine::
+  an 8,000-token BPE vocabulary, d_model 256, 3+3 layers, Pre-LN, a linear schedule with a peak of
+  2e-3 after 300 warmup steps; the 1,000 sentences of test_2016_flickr). One run costs 20 to 25
+  minutes on one core of a 2-core AMD EPYC, too long for a notebook, so each is run on its own under
+  a step budget (``--translation-steps``: the committed runs took 900 steps, not the profile's own
+  2,467), and ``--append-to`` collects the results in
+  ``benchmarks/results/variants_translation_cpu.json``, which chapter 15 reads back. Every variant
+  runs with seeds 0 and 1; the two seeds of the baseline are the yardstick. Two processes of one
+  thread each, one per seed, on a 2-core machine::
 
     for seed in 0 1; do
       for v in baseline post-ln rope modern; do
-        .venv/bin/python benchmarks/variants.py --variants $v --copy-seeds --noise-seeds --threads 1
-        \
-          --translation-profile cpu --translation-steps 900 --translation-seeds $seed \
+        .venv/bin/python benchmarks/variants.py --variants $v --copy-seeds --noise-seeds \
+          --threads 1 --translation-profile cpu --translation-steps 900 --translation-seeds $seed \
           --append-to seed$seed.json
       done &
     done; wait
@@ -51,7 +52,8 @@ an
     order = ["baseline", "post-ln", "rope", "modern"]
     runs = [r for s in (0, 1) for r in json.load(open(f"seed{s}.json"))["runs"]]
     runs.sort(key=lambda r: (order.index(r["translation"][0]["variant"]),
-    r["translation_seeds"][0])) out = open("benchmarks/results/variants_translation_cpu.json", "w")
+                             r["translation_seeds"][0]))
+    out = open("benchmarks/results/variants_translation_cpu.json", "w")
     json.dump({"benchmark": "variants", "runs": runs}, out, indent=1)
     EOF
 
@@ -349,8 +351,8 @@ def main() -> None:
         )
     if args.translation_profile == "cpu" and args.translation_steps is None:
         parser.error(
-            "--translation-profile cpu has a time budget, not a step budget: give "
-            "--translation-steps"
+            "--translation-profile cpu needs --translation-steps "
+            "(the committed runs took 900 steps)"
         )
     if args.append_to is not None:  # a bad results file fails now, not after hours of training
         try:

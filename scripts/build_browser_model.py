@@ -1,26 +1,49 @@
-"""Make the model files of chapter 11's "Translate in your browser" box, and score them.
+"""Make the trained model's files (chapters 3-5 and 11, the pages' boxes), and score them.
 
     python scripts/build_browser_model.py --checkpoint runs/translation_cpu.safetensors
+        --train-command "python -m transformer_tasks train-translation ... --save ..."
 
-Exports the checkpoint (a ``train-translation --save`` file; chapter 11 saves its run as this one)
-into ``_book_static/translator/`` with :func:`transformer_book.browser_model.build_browser_model`
-(int8 weights, one shared weights file), then decodes Multi30k's test_2016_flickr with ONNX Runtime,
-greedy, as the page does: once with the int8 files, once with the float32 export of the same
-checkpoint. Writes the sizes, both BLEU scores and the size of ONNX Runtime Web's WebAssembly (the
-page loads it too) to ``results/browser-model.json``, which chapter 11 reads. Minutes on a
-laptop. The files are committed; the publishing workflow builds the site from them.
+From one checkpoint (a ``train-translation --save`` file), remakes everything: the files of
+``transformer_book/translator/`` (package data: ``transformer_book.trained`` reads them in Python,
+the site build copies them for the pages) with
+:func:`transformer_book.browser_model.build_browser_model` (int8 weights, one shared weights file,
+every layer's and head's attention as outputs), and ``results/browser-model.json``, which chapter 11
+reads. ``config.json``'s ``"trained"`` entry says what the model is (its run's profile, seed, steps
+and BLEU) and records ``--train-command`` and this command, so the files say how to remake them.
+
+It then decodes Multi30k's test_2016_flickr with ONNX Runtime as the page does, one sentence at a
+time: greedy and beam search with the int8 files, greedy with the float32 export of the same
+checkpoint; and it compares the attention maps of the example sentences: the float32 export's with
+PyTorch's, the int8 files' with the float32 export's. Minutes on a laptop.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from transformer_book.browser_model import build_browser_model, load_sessions, onnx_translate
-from transformer_tasks import corpus_bleu, export_onnx, load_split
+import numpy as np
+import onnxruntime
+
+from transformer_book.browser_model import (
+    build_browser_model,
+    hint_words,
+    load_sessions,
+    onnx_beam,
+    onnx_translate,
+    pytorch_maps,
+    source_ids,
+)
+from transformer_book.trained import FILES, TrainedModel
+from transformer_lib import Transformer
+from transformer_lib.data.tokenizer import BPETokenizer
+from transformer_tasks import corpus_bleu, load_split
 from transformer_tasks.cli import checkpoint_decoding, load_translation_checkpoint
 from transformer_tasks.translation.results import write_translation_results
 
@@ -34,13 +57,72 @@ EXAMPLES = [
     "Eine Familie spaziert durch einen Park.",
     "Die Frau im blauen Shirt hält ein Baby.",
 ]
+# What the results record of the training run (the checkpoint's own summary has more).
+TRAINED_KEYS = (
+    "profile",
+    "seed",
+    "steps",
+    "bleu",
+    "bleu_beam",
+    "beam_size",
+    "length_penalty",
+    "params",
+)
 
 
-def _bleu(folder: Path, tokenizer, sources, references, limits) -> dict[str, float]:
+def _score(
+    folder: Path,
+    tokenizer: BPETokenizer,
+    test: list[tuple[str, str]],
+    config: dict[str, Any],
+    beam: bool,
+) -> dict[str, Any]:
+    """Greedy (and beam) BLEU of ``folder``'s files, each sentence decoded alone, as the page."""
+    sessions = load_sessions(folder)
+    sources, references = [de for de, _ in test], [en for _, en in test]
     start = time.perf_counter()
-    ids = onnx_translate(load_sessions(folder), tokenizer, sources, **limits)
-    score = corpus_bleu(tokenizer.decode_batch(ids), references)
-    return {"bleu": round(score.score, 2), "decode_seconds": round(time.perf_counter() - start, 1)}
+    limits = (config["max_len_a"], config["max_len_b"], config["max_len"])
+    greedy = onnx_translate(sessions, tokenizer, sources, *limits)
+    seconds = round(time.perf_counter() - start, 1)
+    bleu = corpus_bleu(tokenizer.decode_batch(greedy), references).score
+    scored = {"bleu": round(bleu, 2), "decode_seconds": seconds}
+    if beam:
+        start = time.perf_counter()
+        hypotheses = []
+        for sentence in sources:
+            src = np.array([source_ids(tokenizer, sentence, config["max_len"])], dtype=np.int64)
+            max_len = min(int(limits[0] * src.shape[1] + limits[1]), limits[2])
+            ends = (config["bos_id"], config["eos_id"], config["length_penalty"], config["pad_id"])
+            hypotheses.append(onnx_beam(sessions, src, config["beam_size"], max_len, *ends))
+        scored["bleu_beam"] = round(
+            corpus_bleu(tokenizer.decode_batch(hypotheses), references).score, 2
+        )
+        scored["decode_seconds_beam"] = round(time.perf_counter() - start, 1)
+    return scored
+
+
+def _map_differences(model: Transformer, int8: Path, float32: Path) -> dict[str, float]:
+    """The largest differences of attention weights on :data:`EXAMPLES` (English: int8's greedy)."""
+    quantised, exact = TrainedModel(int8), TrainedModel(float32)
+    largest = {"float32_vs_pytorch": 0.0, "int8_vs_float32": 0.0}
+    for sentence in EXAMPLES:
+        english = quantised.translate(sentence)
+        maps = {
+            "int8": quantised.attention(sentence, english),
+            "float32": exact.attention(sentence, english),
+        }
+        src, tgt = quantised.source_ids(sentence), [quantised.config["bos_id"]]
+        tgt += quantised.tokenizer.encode(english)
+        torch_maps = pytorch_maps(model, src, tgt)
+        for kind in ("encoder", "decoder", "cross"):
+            got = {name: getattr(m, kind) for name, m in maps.items()}
+            pairs = {
+                "float32_vs_pytorch": (got["float32"], torch_maps[kind]),
+                "int8_vs_float32": (got["int8"], got["float32"]),
+            }
+            for name, (a, b) in pairs.items():
+                largest[name] = max(largest[name], float((a - b).abs().max()))
+    return {name: float(f"{value:.2g}") for name, value in largest.items()}
 
 
 def main() -> None:
@@ -48,45 +130,61 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", required=True, help="a train-translation --save file")
     parser.add_argument(
-        "--data-dir",
-        default=None,
-        help="Multi30k's folder (default: $MULTI30K_DIR, else the cache)",
+        "--train-command", help="the command that trained --checkpoint, recorded in config.json"
     )
     parser.add_argument(
-        "--out", default=str(ROOT / "_book_static" / "translator"), help="the site's model folder"
+        "--data-dir", help="Multi30k's folder (default: $MULTI30K_DIR, else the cache)"
+    )
+    parser.add_argument(
+        "--out", default=str(FILES), help="the model's folder (default: the package's)"
     )
     parser.add_argument("--results", default=str(ROOT / "results" / "browser-model.json"))
     args = parser.parse_args()
     model, tokenizer, metadata = load_translation_checkpoint(args.checkpoint)
     decode = checkpoint_decoding(metadata, args.checkpoint)  # the training run's settings
-    limits = {"max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
-    beam = {"beam_size": decode.beam_size, "length_penalty": decode.length_penalty}
-    sizes = build_browser_model(model, tokenizer, args.out, limits | beam | {"examples": EXAMPLES})
-    test = load_split("test_2016_flickr", args.data_dir)
-    sources, references = [de for de, _ in test], [en for _, en in test]
-    limits["limit"] = model.config.max_len
-    with tempfile.TemporaryDirectory() as tmp:
-        export_onnx(model, tokenizer, tmp)
-        float32 = _bleu(Path(tmp), tokenizer, sources, references, limits)
-        float32["bytes"] = sum(p.stat().st_size for p in Path(tmp).iterdir())
-    int8 = _bleu(Path(args.out), tokenizer, sources, references, limits) | {
-        "bytes": sum(sizes.values())
+    run = metadata.get("results", {})
+    build = "python scripts/build_browser_model.py " + shlex.join(sys.argv[1:])
+    trained = {key: run.get(key) for key in TRAINED_KEYS} | {
+        "checkpoint": Path(args.checkpoint).name
     }
+    trained["commands"] = {"train": args.train_command, "build": build}
+    settings = {
+        "max_len_a": decode.max_len_a,
+        "max_len_b": decode.max_len_b,
+        "beam_size": decode.beam_size,
+        "length_penalty": decode.length_penalty,
+        "examples": EXAMPLES,
+        "hint_words": hint_words(load_split("train", args.data_dir)),
+        "trained": trained,
+    }
+    out = Path(args.out)
+    sizes = build_browser_model(model, tokenizer, out, settings)
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    test = load_split("test_2016_flickr", args.data_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        float_sizes = build_browser_model(model, tokenizer, tmp, settings, quantise=False)
+        float32 = _score(Path(tmp), tokenizer, test, config, beam=False)
+        float32["bytes"] = sum(float_sizes.values())
+        maps = _map_differences(model, out, Path(tmp))
+    int8 = _score(out, tokenizer, test, config, beam=True) | {"bytes": sum(sizes.values())}
     for scored in (float32, int8):
         scored["mb"] = round(scored["bytes"] / 1e6, 2)
-    # the page loads it too
+    # the page loads ONNX Runtime Web's WebAssembly too
     wasm = ROOT / "node_modules" / "onnxruntime-web" / "dist" / "ort-wasm-simd-threaded.wasm"
     runtime = {"wasm_mb": round(wasm.stat().st_size / 1e6, 2)} if wasm.is_file() else {}
+    runtime["onnxruntime"] = onnxruntime.__version__
     result = {
         "task": "browser-model",
         "checkpoint": Path(args.checkpoint).name,
         "params": model.num_parameters(),
-        "trained": metadata.get("results", {}),
+        "trained": run,
+        "commands": trained["commands"],
         "files": sizes,
         "int8": int8,
         "float32": float32,
-        "test_sentences": len(sources),
-        "decoding": "greedy, ONNX Runtime, one thread",
+        "attention_max_difference": maps,
+        "test_sentences": len(test),
+        "decoding": "ONNX Runtime, one thread, one sentence at a time",
         "runtime": runtime,
     }
     print(json.dumps(result, indent=1))

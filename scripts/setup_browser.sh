@@ -2,10 +2,10 @@
 # Installs what tests/test_browser.py needs, quietly, where it can (called by `make test`):
 #   - Debian's chromium, plus a small CJK font so the book's Chinese terms render in screenshots
 #     (apt-get, only when run as root on a Debian/Ubuntu machine; never `playwright install`);
-#   - node_modules/: the pinned copies of the CDN scripts the pages load (MathJax, RequireJS, the
-#     ipywidgets manager; versions in package.json / package-lock.json), served to the browser
-#     in place of the CDNs so the test runs offline; and onnxruntime-web and @huggingface/tokenizers,
-#     which the build copies into the site for chapter 11's translator box (_ext/translator.py).
+#   - node_modules/: the pinned npm packages (package.json / package-lock.json) that the build
+#     copies into the site, so that it reads without a network: the scripts the pages load
+#     (MathJax, RequireJS, the ipywidgets manager, plotly.js: _ext/local_scripts.py), and
+#     onnxruntime-web and @huggingface/tokenizers for chapter 11's translator box (_ext/translator.py).
 # With --npm-only (make book) it installs node_modules/ only.
 # Never fails: what it cannot install, the browser test reports (a skip, or a failure under CI).
 set -uo pipefail

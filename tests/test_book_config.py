@@ -6,12 +6,17 @@ compares outputs that were saved, so these checks catch what a green build would
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.util
 import json
 import re
+from fnmatch import fnmatch
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import plotly
 import pytest
 import yaml
 
@@ -119,25 +124,133 @@ def test_sphinx_settings_merge_into_jupyter_books() -> None:
         assert sphinx.get("recursive_update") is True
 
 
-def test_cdn_scripts_match_the_copies_the_browser_test_serves() -> None:
-    """The pinned CDN versions in _config.yml and widgets_setup.js are those of package.json."""
-    pinned = _package_versions()
-    config = CONFIG["sphinx"]["config"]
-    urls = [config["mathjax_path"], *config["nb_ipywidgets_js"]]
-    urls += re.findall(
-        r"https://cdn\.jsdelivr\.net/npm/[^\"']+",
-        (ROOT / "_book_static" / "widgets_setup.js").read_text(),
+def _local_scripts() -> Any:
+    """The book's Sphinx extension _ext/local_scripts.py, as a module."""
+    spec = importlib.util.spec_from_file_location(
+        "local_scripts", ROOT / "_ext" / "local_scripts.py"
     )
-    checked = 0
-    for url in urls:
-        match = re.match(r"https://cdn\.jsdelivr\.net/npm/((?:@[^/@]+/)?[^/@]+)@([^/]+)/", url)
-        if match:
-            name, version = match.groups()
-            assert pinned.get(name) == version, (
-                f"{url} but package.json pins {name}@{pinned.get(name)}"
-            )
-            checked += 1
-    assert checked >= 4
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_script_address_names_a_pinned_package_that_the_site_copies() -> None:
+    """_config.yml's jsDelivr addresses: package.json's exact versions, files the build copies into
+    the site.
+    """
+    extension, pinned = _local_scripts(), _package_versions()
+    config = CONFIG["sphinx"]["config"]
+    widgets = config["nb_ipywidgets_js"]
+    values = [
+        config["mathjax_path"],
+        *widgets,
+        *(v for attrs in widgets.values() for v in attrs.values()),
+    ]
+    addresses = [v for v in values if isinstance(v, str) and extension.JSDELIVR.fullmatch(v)]
+    assert len(addresses) == 4, addresses  # MathJax, RequireJS, the widget manager and its folder
+    for url in addresses:
+        package, version, file = extension.JSDELIVR.fullmatch(url).groups()
+        assert package in extension.PACKAGES, f"{url}: the build does not copy {package}"
+        assert pinned.get(package) == version, (
+            f"{url}, but package.json pins {package}@{pinned.get(package)}"
+        )
+        patterns = extension.PACKAGES[package]
+        copied = any(fnmatch(file, p) for p in patterns) or any(
+            p.startswith(file) for p in patterns if file
+        )
+        assert copied, f"{url}: the build copies {patterns} of {package}, not {file!r}"
+    assert all(re.fullmatch(r"\d+\.\d+\.\d+", pinned[name]) for name in extension.PACKAGES), (
+        "exact versions"
+    )
+    assert CONFIG["sphinx"]["local_extensions"]["local_scripts"] == "_ext"
+
+
+def test_stored_plotly_figures_load_the_plotly_js_that_the_site_serves() -> None:
+    """The chapters' figures load plotly.js at package.json's version, which is the file the plotly
+    package bundles (its sha256 is the integrity hash the figures carry), and so node_modules' copy
+    is too.
+    """
+    from plotly.offline import get_plotlyjs_version
+
+    pinned = _package_versions()["plotly.js-dist-min"]
+    assert pinned == get_plotlyjs_version(), (
+        "pin the plotly.js version that the plotly package writes figures for"
+    )
+    tag = re.compile(r'src="https://cdn\.plot\.ly/plotly-([^"]+)\.min\.js" integrity="([^"]+)"')
+    tags = set()
+    for path in NOTEBOOKS:
+        for cell in _code_cells(_load(path)):
+            for output in cell.get("outputs", []):
+                html = "".join(output.get("data", {}).get("text/html", ""))
+                tags |= set(tag.findall(html))
+    assert tags and {version for version, _ in tags} == {pinned}, (
+        f"figures load plotly.js {tags}, pinned {pinned}"
+    )
+    bundled = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_bytes()
+    digest = "sha256-" + base64.b64encode(hashlib.sha256(bundled).digest()).decode()
+    assert {integrity for _, integrity in tags} == {digest}
+    copy = ROOT / "node_modules" / "plotly.js-dist-min" / "plotly.min.js"
+    if copy.is_file():  # installed by scripts/setup_browser.sh
+        assert copy.read_bytes() == bundled
+
+
+def _install(root: Path, package: str, version: str, files: list[str]) -> None:
+    folder = root / "node_modules" / package
+    for file in files:
+        (folder / file).parent.mkdir(parents=True, exist_ok=True)
+        (folder / file).write_text(file, encoding="utf-8")
+    (folder / "package.json").write_text(json.dumps({"version": version}), encoding="utf-8")
+
+
+def test_local_scripts_copies_the_pinned_packages_and_points_the_pages_at_them(
+    tmp_path: Path,
+) -> None:
+    extension, pinned = _local_scripts(), _package_versions()
+    (tmp_path / "package.json").write_text(
+        json.dumps({"devDependencies": pinned}), encoding="utf-8"
+    )
+    mathjax = [
+        "es5/tex-mml-chtml.js",
+        "es5/output/chtml/fonts/woff-v2/MathJax_Zero.woff",
+        "es5/tex-svg.js",
+        "LICENSE",
+    ]
+    _install(tmp_path, "mathjax", pinned["mathjax"], mathjax)
+    _install(
+        tmp_path, "plotly.js-dist-min", pinned["plotly.js-dist-min"], ["plotly.min.js", "plotly.js"]
+    )
+    _install(tmp_path, "requirejs", "0.0.1", ["require.js"])  # not the pinned version: not used
+    installed = extension.installed_packages(tmp_path)
+    assert installed == {name: pinned[name] for name in ("mathjax", "plotly.js-dist-min")}
+    copied = extension.copy_packages(tmp_path, tmp_path / "_static", installed)
+    assert sorted(str(path.relative_to(tmp_path / "_static")) for path in copied) == [
+        "vendor/mathjax/LICENSE",
+        "vendor/mathjax/es5/output/chtml/fonts/woff-v2/MathJax_Zero.woff",
+        "vendor/mathjax/es5/tex-mml-chtml.js",
+        "vendor/plotly.js-dist-min/plotly.min.js",
+    ]
+    # the configuration: MathJax from the site, RequireJS (not installed) from its CDN
+    require = f"https://cdn.jsdelivr.net/npm/requirejs@{pinned['requirejs']}/require.js"
+    mathjax_url = f"https://cdn.jsdelivr.net/npm/mathjax@{pinned['mathjax']}/es5/tex-mml-chtml.js"
+    config = SimpleNamespace(
+        mathjax_path=mathjax_url, nb_ipywidgets_js={require: {"crossorigin": "anonymous"}}
+    )
+    extension._point_config_at_copies(SimpleNamespace(srcdir=str(tmp_path)), config)
+    assert config.mathjax_path == "vendor/mathjax/es5/tex-mml-chtml.js"
+    assert config.nb_ipywidgets_js == {require: {"crossorigin": "anonymous"}}
+    # a stored figure's plotly.js tag: the site's copy, without the attributes file:// cannot meet
+    tag = (
+        '<script charset="utf-8" src="https://cdn.plot.ly/plotly-{}.min.js" integrity="x" '
+        'crossorigin="anonymous">'
+    )
+    body = f"<div>{tag.format(pinned['plotly.js-dist-min'])}</script></div>"
+    local = extension.plotly_from_the_site(body, "../_static/p.js", pinned["plotly.js-dist-min"])
+    assert local == '<div><script charset="utf-8" src="../_static/p.js"></script></div>'
+    other = f"<div>{tag.format('0.1.0')}</script></div>"
+    assert (
+        extension.plotly_from_the_site(other, "../_static/p.js", pinned["plotly.js-dist-min"])
+        == other
+    )
 
 
 def test_the_translator_box_loads_pinned_packages_and_committed_model_files() -> None:
@@ -156,8 +269,11 @@ def test_the_translator_box_loads_pinned_packages_and_committed_model_files() ->
         "exact versions"
     )
     assert CONFIG["sphinx"]["local_extensions"]["translator"] == "_ext"
-    folder = ROOT / "_book_static" / "translator"
+    folder = (
+        ROOT / "transformer_book" / "translator"
+    )  # package data; the build copies it into the site
     assert sorted(p.name for p in folder.iterdir()) == sorted(SITE_FILES)
+    assert tuple(extension.MODEL_FILES) == SITE_FILES
     assert sum((folder / name).stat().st_size for name in SITE_FILES) <= 10_000_000, (
         "the page loads at most 10 MB"
     )
@@ -273,7 +389,10 @@ def test_plotting_cells_end_with_plt_show(path: Path) -> None:
             f"cell ends with ';' (end it with plt.show()): {source[:80]!r}"
         )
         outputs = cell.get("outputs", [])
-        draws = any("image/png" in o.get("data", {}) for o in outputs) and "plt." in source
+        draws = (
+            any({"image/png", "image/svg+xml"} & set(o.get("data", {})) for o in outputs)
+            and "plt." in source
+        )
         if draws:
             assert last == "plt.show()", (
                 f"a plotting cell must end with plt.show(): {source[:80]!r}"

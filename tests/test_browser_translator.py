@@ -1,18 +1,20 @@
 """Chapter 11's "Translate in your browser" box, in headless Chromium (issue 28).
 
-The built page loads the committed model files (``_book_static/translator/``) and the pinned npm
-packages (``onnxruntime-web``, ``@huggingface/tokenizers``) from the site itself, offline. The box
-must translate German test captions into exactly the token ids that Python's greedy decoding of the
-same files gives (:func:`transformer_book.browser_model.onnx_translate`, ONNX Runtime), and the ids
-of its beam search (:func:`~transformer_book.browser_model.onnx_beam`), draw the cross-attention
-map, and log no console error. Where WebAssembly is missing, it must say so.
+The built page loads the committed model files (``transformer_book/translator/``, copied into the
+site) and the pinned npm packages (``onnxruntime-web``, ``@huggingface/tokenizers``) from the site
+itself, offline. The box must translate German test captions into exactly the token ids that
+Python's greedy decoding of the same files gives (:mod:`transformer_book.browser_model`'s
+``onnx_greedy``, ONNX Runtime), and the ids of its beam search (``onnx_beam``); draw Python's
+cross-attention map (:mod:`transformer_book.trained`, to 1e-4) with labels free of the word-start
+marker; explain empty, cut, unknown and English input as Python's ``prepare_input`` does; read in
+both of the site's themes; and log no console error. Where WebAssembly is missing, it must say so.
 
 The time per sentence is measured in the page and reported (printed, and written as JSON to
 ``$TRANSLATOR_TIMING`` when set): a benchmark line, never an assertion. Chapter 11 shows the run in
 ``results/browser-translation.json``, made with::
 
-    TRANSLATOR_TIMING=results/browser-translation.json .venv/bin/python -m pytest
-    tests/test_browser_translator.py -s
+    TRANSLATOR_TIMING=results/browser-translation.json \\
+        .venv/bin/python -m pytest tests/test_browser_translator.py -s
 
 Shares the site server, the browser and the offline routing of ``tests/test_browser.py``.
 """
@@ -26,11 +28,14 @@ import statistics
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pytest
 from test_browser import PHONE, SCREENSHOTS, SITE, _open, browser, site_url  # noqa: F401 (fixtures)
+from test_browser_explorer import CONTRAST, DARK, TYPED, check_hints
 
+from transformer_book.browser_model import onnx_beam
 from transformer_book.machine import machine_name
-from transformer_lib.data.tokenizer import BPETokenizer
+from transformer_book.trained import TrainedModel
 from transformer_lib.files import atomic_write
 
 PAGE = "chapters/11_translation.html"
@@ -61,34 +66,32 @@ def _translate(page: Any, sentence: str) -> dict[str, Any]:
         return {tokens: JSON.parse(box.dataset.tokens), ms: Number(box.dataset.ms),
                 beam: JSON.parse(box.dataset.beamTokens), beam_ms: Number(box.dataset.beamMs),
                 text: box.querySelector('.translator-text').textContent,
-                cells: box.querySelectorAll('.translator-attention rect').length}; }""")
+                weights: [...box.querySelectorAll('.trained-figure rect.map-cell')]
+                  .map(r => Number(r.dataset.weight)),
+                rows: [...box.querySelectorAll('.trained-figure text.map-row')]
+                  .map(t => t.textContent),
+                cols: [...box.querySelectorAll('.trained-figure text.map-col')]
+                  .map(t => t.textContent)};
+    }""")
 
 
 @pytest.fixture(scope="module")
-def python_tokens() -> dict[str, dict[str, list[int]]]:
-    """Python's greedy and beam-search token ids for :data:`SENTENCES`, from the site's own copy of
-    the files."""
-    import numpy as np
+def trained() -> TrainedModel:
+    """Python's reader of the site's own copy of the files."""
+    return TrainedModel(MODEL)
 
-    from transformer_book.browser_model import load_sessions, onnx_beam, onnx_translate
 
-    config = json.loads((MODEL / "config.json").read_text(encoding="utf-8"))
-    tokenizer, sessions = (
-        BPETokenizer.from_json_str((MODEL / "tokenizer.json").read_text()),
-        load_sessions(MODEL),
-    )
-    greedy = onnx_translate(
-        sessions, tokenizer, SENTENCES, config["max_len_a"], config["max_len_b"], config["max_len"]
-    )
-    tokens = {}
-    for sentence, greedy_ids in zip(SENTENCES, greedy, strict=True):
-        src = np.array([tokenizer.encode(sentence)], dtype=np.int64)
-        max_len = min(
-            int(config["max_len_a"] * src.shape[1] + config["max_len_b"]), config["max_len"]
-        )
-        ends = (tokenizer.bos_id, tokenizer.eos_id, config["length_penalty"])
-        beam = onnx_beam(sessions, src, config["beam_size"], max_len, *ends[:2], ends[2])
-        tokens[sentence] = {"greedy": greedy_ids, "beam": beam}
+@pytest.fixture(scope="module")
+def python_tokens(trained: TrainedModel) -> dict[str, dict[str, list[int]]]:
+    """Python's greedy and beam-search ids of :data:`SENTENCES` from the site's files."""
+    c, tokens = trained.config, {}
+    for sentence in SENTENCES:
+        greedy = trained.translate_ids(sentence)  # browser_model.onnx_greedy, one sentence alone
+        src = np.array([trained.source_ids(sentence)], dtype=np.int64)
+        max_len = min(int(c["max_len_a"] * src.shape[1] + c["max_len_b"]), c["max_len"])
+        ends = (c["bos_id"], c["eos_id"], c["length_penalty"], c["pad_id"])
+        beam = onnx_beam(trained.sessions, src, c["beam_size"], max_len, *ends)
+        tokens[sentence] = {"greedy": greedy, "beam": beam}
     return tokens
 
 
@@ -96,6 +99,7 @@ def test_the_box_translates_with_the_tokens_of_python_decoding_the_same_files(
     browser: Any,  # noqa: F811 (the fixture)
     site_url: str,  # noqa: F811
     python_tokens: dict[str, dict[str, list[int]]],
+    trained: TrainedModel,
 ) -> None:
     page, log = _open(browser, site_url, PAGE)
     try:
@@ -103,15 +107,18 @@ def test_the_box_translates_with_the_tokens_of_python_decoding_the_same_files(
         assert _wait_until_loaded(page) == "ready", page.inner_text("div.translator")
         results = {sentence: _translate(page, sentence) for sentence in SENTENCES}
         page.evaluate("() => { document.querySelector('div.translator').dataset.state = 'asked'; }")
-        # the running example
-        page.locator("div.translator .translator-examples button").first.click()
+        page.locator(
+            "div.translator .translator-examples button"
+        ).first.click()  # the running example
         page.wait_for_function(f"() => ({STATE})() === 'done'")
         clicked = page.inner_text("div.translator .translator-text")
         box = page.locator("div.translator")
-        # clear of the page's sticky header
-        box.evaluate("el => el.scrollIntoView({block: 'center'})")
-        # docs/translator.png, for the README
-        box.screenshot(path=str(SCREENSHOTS / "translator.png"))
+        box.evaluate(
+            "el => el.scrollIntoView({block: 'center'})"
+        )  # clear of the page's sticky header
+        box.screenshot(
+            path=str(SCREENSHOTS / "translator.png")
+        )  # docs/translator.png, for the README
         problems = log.problems()
     finally:
         page.context.close()
@@ -123,12 +130,12 @@ def test_the_box_translates_with_the_tokens_of_python_decoding_the_same_files(
             f"{sentence!r}: browser's beam {got['beam']}"
         )
         assert got["text"].strip(), f"{sentence!r}: no text shown"
-        source_tokens = len(
-            BPETokenizer.from_json_str((MODEL / "tokenizer.json").read_text()).encode(sentence)
-        )
-        assert got["cells"] == (len(got["tokens"]) - 1) * source_tokens, (
-            "one attention cell per (target, source) pair"
-        )
+        # the map: the last layer's cross-attention, mean of the heads, of the decoder's last run
+        maps = trained.maps(trained.source_ids(sentence), got["tokens"][:-1])
+        expected = maps.cross[-1].mean(dim=0)  # (T, S)
+        np.testing.assert_allclose(got["weights"], expected.flatten().numpy(), rtol=0, atol=1e-4)
+        assert got["cols"] == maps.source and got["rows"] == trained.labels(got["tokens"][1:])
+        assert "▁" not in "".join(got["rows"] + got["cols"]), "no raw word-start marker"
     assert clicked.strip(), "clicking an example sentence translated nothing"
     assert not problems, problems
     _report(
@@ -139,8 +146,7 @@ def test_the_box_translates_with_the_tokens_of_python_decoding_the_same_files(
 
 
 def _report(ms: list[float], beam_ms: list[float], version: str) -> None:
-    """The benchmark line: milliseconds per sentence in this browser, the first one (warm-up)
-    apart."""
+    """The benchmark line: milliseconds per sentence in this browser, the first (warm-up) apart."""
     warm = ms[1:]
     summary = {
         "sentences": len(ms),
@@ -172,8 +178,7 @@ def test_without_webassembly_the_box_says_what_is_missing(browser: Any, site_url
 
 
 def test_at_a_phone_width_the_box_and_its_map_fit_the_screen(browser: Any, site_url: str) -> None:  # noqa: F811
-    """The form wraps and a long sentence's map scrolls inside its own box: the page never scrolls
-    sideways."""
+    """The form wraps, a long sentence's map scrolls inside its own box: the page never does."""
     page, log = _open(browser, site_url, PAGE, viewport=PHONE)
     try:
         assert _wait_until_loaded(page) == "ready"
@@ -204,3 +209,47 @@ def test_without_its_files_the_box_names_the_missing_one(browser: Any, site_url:
         assert not log.problems(), log.problems()
     finally:
         page.context.close()
+
+
+def test_the_box_explains_empty_cut_unknown_and_english_input_as_python_does(
+    browser: Any,  # noqa: F811
+    site_url: str,  # noqa: F811
+    trained: TrainedModel,
+) -> None:
+    page, log = _open(browser, site_url, PAGE)
+    try:
+        assert _wait_until_loaded(page) == "ready"
+        seen = {}
+        for name, typed in TYPED.items():
+            page.evaluate(
+                "() => { document.querySelector('div.translator').dataset.state = 'asked'; }"
+            )
+            page.fill("div.translator input", typed)
+            page.click("div.translator button[type=submit]")
+            page.wait_for_function(f"() => ({STATE})() === 'done'", timeout=60_000)
+            hints = page.evaluate(
+                "() => JSON.parse(document.querySelector('div.translator').dataset.hints)"
+            )
+            seen[name] = (hints, page.inner_text("div.translator ul.trained-notes"))
+        problems = log.problems()
+    finally:
+        page.context.close()
+    check_hints(seen, trained)
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_box_reads_in_both_themes(browser: Any, site_url: str, theme: str) -> None:  # noqa: F811
+    """The map on a white card with dark labels: 'the darker, the more' holds in both themes."""
+    page, log = _open(browser, site_url, PAGE, init_script=DARK if theme == "dark" else None)
+    try:
+        assert _wait_until_loaded(page) == "ready"
+        _translate(page, SENTENCES[0])
+        seen = page.locator("div.translator").evaluate(CONTRAST)
+        problems = log.problems()
+    finally:
+        page.context.close()
+    assert seen["theme"] == theme
+    assert seen["card"] == "#ffffff" and seen["label"] >= 7, seen
+    assert seen["caption"] >= 4.5 and seen["status"] >= 4.5, seen
+    assert not problems, problems

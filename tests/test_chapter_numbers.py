@@ -30,9 +30,16 @@ RESULT_FILE = re.compile(r"(?:benchmarks/)?results/[\w.-]+\.json")
 # where
 # a and b are themselves printed, in a named file, or derived here.
 DERIVED: dict[str, dict[str, tuple[str, str, str]]] = {
+    "03_attention_and_masks": {
+        "9.966": ("diff", "16.948", "6.982"),  # play's score above grass's, the two printed scores
+    },
+    "08_encoder_decoder_model": {
+        # the library's initial weights against PyTorch's defaults: printed standard deviations
+        "1.7": ("ratio", "0.0442", "0.0255"),  # attention projections
+        "1.1": ("ratio", "0.0280", "0.0255"),  # FFN linear1
+        "2.2": ("ratio", "0.0280", "0.0128"),  # FFN linear2
+    },
     "11_translation": {
-        # the stored run's validation loss: step 1,600 against the end (step 1,853)
-        "0.0051": ("diff", "1.7247", "1.7196"),
         # seed spreads: the earlier recipe (Noam), the chosen one (chapter 15's baseline), the step
         # budget
         "1.58": ("diff", "32.00", "33.58"),
@@ -61,6 +68,7 @@ DERIVED: dict[str, dict[str, tuple[str, str, str]]] = {
         "0.3796": ("diff", "2.9815", "2.6019"),
         "0.1149": ("diff", "2.6019", "2.487"),
         "0.0454": ("diff", "2.6019", "2.5565"),
+        "0.11": ("diff", "25.57", "25.46"),
         "3.39": ("diff", "19.79", "16.4"),
         "4.07": ("diff", "22.8", "18.73"),
         "0.0338": ("diff", "2.9815", "2.9477"),

@@ -14,7 +14,12 @@ from matplotlib.patches import Rectangle  # noqa: E402
 
 from transformer_book.concepts import all_figures  # noqa: E402
 from transformer_book.concepts._style import COLOURS, MAX_WIDTH, SMALL  # noqa: E402
-from transformer_book.concepts.attention_kinds import attention_kinds_figure, attention_kinds_masks  # noqa: E402
+from transformer_book.concepts.attention_kinds import (  # noqa: E402
+    attention_kinds_figure,
+    attention_kinds_masks,
+    cross_attention_shapes_figure,
+    masks_figure,
+)
 from transformer_lib import causal_mask  # noqa: E402
 
 
@@ -56,4 +61,51 @@ def test_the_figure_draws_each_mask_cell_by_cell_with_its_words_and_shapes() -> 
     assert fig.get_size_inches()[0] <= MAX_WIDTH
     assert min(t.get_fontsize() for t in ax.texts) >= SMALL
     assert all_figures()["attention_kinds.svg"] is attention_kinds_figure
+    plt.close("all")
+
+
+def test_masks_figure_draws_each_mask_and_fits_the_page() -> None:
+    words = ["a", "b", "c", "<pad>"]
+    keep = torch.tensor([True, True, True, False])
+    masks = {"padding": (keep.expand(4, 4), words, words), "causal": (causal_mask(4), words, words)}
+    fig = masks_figure(masks)
+    ax = fig.axes[0]
+    cells = [
+        p
+        for p in ax.patches
+        if isinstance(p, Rectangle) and p.get_edgecolor()[:3] == (1.0, 1.0, 1.0)
+    ]
+    assert len(cells) == 2 * 16
+    grey = sum(to_hex(p.get_facecolor()) == COLOURS["mask"] for p in cells)
+    assert grey == 4 + 6  # the pad column; the upper triangle
+    assert {"padding", "causal", "may attend"} <= {t.get_text() for t in ax.texts}
+    assert (
+        fig.get_size_inches()[0] <= MAX_WIDTH and min(t.get_fontsize() for t in ax.texts) >= SMALL
+    )
+    nine = [str(i) for i in range(9)]
+    wide = masks_figure(
+        {str(k): (causal_mask(9), nine, nine) for k in range(3)}
+    )  # shrinks its cells
+    assert wide.get_size_inches()[0] <= MAX_WIDTH
+    with pytest.raises(ValueError, match="has shape \\(4, 4\\), its words \\(3, 4\\)"):
+        masks_figure({"bad": (causal_mask(4), words[:3], words)})
+    plt.close("all")
+
+
+def test_the_shapes_figure_gives_cross_attention_the_target_rows_and_the_source_content() -> None:
+    fig = cross_attention_shapes_figure(d_k=8)
+    shown = [t.get_text() for t in fig.axes[0].texts]
+    assert "Q: T × d_k\n= 7 × 8" in shown and "Kᵀ: d_k × S\n= 8 × 6" in shown
+    assert "weights: T × S\n= 7 × 6" in shown and "V: S × d_k\n= 6 × 8" in shown
+    assert "output: T × d_k = 7 × 8\nEnglish rows, German content" in shown
+    assert (
+        shown.count("spielen") == 3 and shown.count("play") == 3
+    )  # K, weights, V; Q, weights, output
+    assert (
+        fig.get_size_inches()[0] <= MAX_WIDTH
+        and min(t.get_fontsize() for t in fig.axes[0].texts) >= SMALL
+    )
+    assert all_figures()["cross_attention_shapes.svg"] is cross_attention_shapes_figure
+    with pytest.raises(ValueError, match="d_k must be an int from 1 to 8"):
+        cross_attention_shapes_figure(d_k=0)
     plt.close("all")

@@ -12,9 +12,8 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
 
-from transformer_book.diagrams import architecture_figure, multi_head_figure, save_svg  # noqa: E402
+from transformer_book.diagrams import architecture_figure, save_svg  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,18 +52,7 @@ def test_pre_ln_draws_the_norm_first_and_a_final_norm_per_stack_and_the_variants
     plt.close("all")
 
 
-def test_multi_head_figure_gives_each_head_its_own_block_of_consecutive_features():
-    fig = multi_head_figure(seq_len=3, d_model=6, num_heads=3)
-    squares = [p for p in fig.axes[0].patches if isinstance(p, Rectangle)]
-    assert len(squares) == 3 * 3 * 6  # input, heads, merged: each T x d_model cells
-    colours = [sq.get_facecolor() for sq in squares[:6]]  # the input's first row, features 0..5
-    assert colours[0] == colours[1] != colours[2] == colours[3] != colours[4] == colours[5]
-    assert "heads (B, h, T, d_k)\n= (1, 3, 3, 2)" in texts(fig)
-    plt.close("all")
-    with pytest.raises(ValueError, match="d_model=6 must be divisible by num_heads=4"):
-        multi_head_figure(seq_len=3, d_model=6, num_heads=4)
-    with pytest.raises(ValueError, match="seq_len must be an int from 1 to 16"):
-        multi_head_figure(seq_len=0)
+def test_a_config_that_is_not_a_transformer_config_is_refused():
     with pytest.raises(TypeError, match="config must be a TransformerConfig"):
         architecture_figure({"d_model": 512})
 
@@ -111,11 +99,7 @@ def test_every_figure_reads_at_about_the_size_of_the_body_text(tmp_path):
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    drawn = {
-        **module.FIGURES,
-        "multi_head.svg": lambda: multi_head_figure(seq_len=7, d_model=8, num_heads=2),
-    }
-    for name, draw in drawn.items():
+    for name, draw in module.FIGURES.items():
         fig = draw()
         svg = save_svg(fig, tmp_path / name)
         px = smallest_label_px(fig, svg)

@@ -52,14 +52,15 @@ def not_normalised(*shape: int) -> torch.Tensor:
 
 
 def test_every_item_names_an_existing_check() -> None:
-    assert len(errata.ITEMS) == 19
-    assert len({key for key, *_ in errata.ITEMS}) == 19
+    assert len(errata.ITEMS) == 22
+    assert len({key for key, *_ in errata.ITEMS}) == 22
     for _, _, _, check in errata.ITEMS:
         assert callable(getattr(checks, check))
     # the sources are named as in the book
     assert {source for _, source, _, _ in errata.ITEMS} == {
         "source 000",
         "source 001",
+        "source 002",
         "source 003",
         "source 004",
         "Annotated Transformer",
@@ -239,8 +240,69 @@ def test_12_an_rnn_step_costs_n_squared() -> None:
     ) == pytest.approx(1.0)
 
 
-# --- the traps of The Annotated Transformer
-# --------------------------------------------------------
+def test_13_attention_scales_by_the_width_of_its_keys(monkeypatch) -> None:
+    with pytest.raises(CheckFailed, match="NameError"):  # as written: d_k is never defined
+        checks.check_attention_scale(errata.attention_with_undefined_d_k)
+    for width in (8, 64):  # a global d_k left by other code: right for one width of keys at most
+        monkeypatch.setattr(errata.sources, "d_k", width, raising=False)
+        with pytest.raises(CheckFailed, match="not divided by the square root of the keys' width"):
+            checks.check_attention_scale(errata.attention_with_undefined_d_k)
+    checks.check_attention_scale(scaled_dot_product_attention)
+    checks.check_attention_scale(
+        lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    )
+
+
+def test_14_projections_are_position_wise_not_convolutions() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, D_MODEL)
+    with pytest.raises(
+        CheckFailed, match="not position-wise: changing input position 0 changed output position 1"
+    ):
+        checks.check_position_wise(errata.ConvolutionProjection(D_MODEL, D_MODEL), x)
+    checks.check_position_wise(
+        errata.ConvolutionProjection(D_MODEL, D_MODEL, kernel_size=1), x
+    )  # a projection
+    attention = MultiHeadAttention(D_MODEL, HEADS)
+    for projection in (attention.q_proj, attention.k_proj, attention.v_proj):
+        checks.check_position_wise(projection, x)
+    with pytest.raises(CheckFailed, match="not position-wise"):  # attention itself mixes positions
+        checks.check_position_wise(lambda t: attention(t, t, t), x)
+    with pytest.raises(CheckFailed, match="ignores its own input"):
+        checks.check_position_wise(lambda t: t.roll(1, dims=1), x)
+
+
+def test_15_the_causal_mask_lets_each_position_see_itself() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, D_MODEL)
+    with pytest.raises(
+        CheckFailed, match="not causal: changing input position 1 changed the outputs at earlier"
+    ):
+        checks.check_causal(errata.self_attention_hiding_position_t, x)
+    first = errata.self_attention_hiding_position_t(x)[
+        :, 0
+    ]  # query 0 has no key left: uniform weights
+    assert_close(first, x.mean(dim=1))
+    checks.check_causal(
+        lambda t: scaled_dot_product_attention(t, t, t, mask=causal_mask(t.size(1)))[0], x
+    )
+
+
+def test_the_english_originals_positional_table_has_one_frequency() -> None:
+    table = errata.single_frequency_positional_table(100, D_MODEL)
+    assert_close(
+        table[:, 0::2], table[:, :1].expand(100, D_MODEL // 2)
+    )  # every even column is sin(pos)
+    assert_close(
+        table[:, 1::2], table[:, 1:2].expand(100, D_MODEL // 2)
+    )  # every odd column is cos(pos)
+    assert_close(table[:, 0], torch.sin(torch.arange(100.0)))
+    assert (
+        checks.check_positions_distinct(table) < 0.06
+    )  # positions 44 apart nearly coincide (44 = 7 * 2 pi)
+
+
+# --- the traps of The Annotated Transformer -------------------------------------------------
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

@@ -36,7 +36,7 @@ from transformer_book.explorers import (
     line_explorer,
     slider_figure,
 )
-from transformer_book.interactive import plotly_html
+from transformer_book.interactive import fit_titles, plotly_html
 
 
 def shown(fig: go.Figure, step: int) -> list:
@@ -375,7 +375,9 @@ def test_noam_shows_one_curve_per_warmup_on_a_shared_scale() -> None:
     rates = [[0.001, 0.002, 0.001], [0.0005, 0.001, 0.004]]
     fig = explore_noam([1, 2, 3], rates, [10, 20], start=10)
     assert [list(shown(fig, i)[0].y) for i in range(2)] == rates
-    assert list(fig.layout.yaxis.range) == pytest.approx([0, 1.05 * 0.004])
+    assert list(fig.layout.yaxis.range) == pytest.approx(
+        [-0.04 * 0.004, 1.05 * 0.004]
+    )  # 0 clear of the x axis
     assert title_at(fig, 1) == "Noam schedule, d_model 512, warmup 20"
     with pytest.raises(ValueError, match="rates must have one entry per warmup"):
         explore_noam([1, 2, 3], rates, [10], start=10)
@@ -439,6 +441,31 @@ def test_accumulation_titles_name_the_peak_of_the_wrong_curve() -> None:
 def test_a_figure_becomes_html_with_its_slider() -> None:
     html = plotly_html(explore_causality(torch.eye(2)), div_id="explorer-test")
     assert 'id="explorer-test"' in html and '"sliders"' in html
+
+
+def test_a_title_too_long_for_its_figure_breaks_into_lines_that_fit() -> None:
+    """Plotly cuts a long title at the figure's edge: the figure's own title and the slider's are
+    wrapped.
+    """
+    long = (
+        "KV cache of a paper-size decoder, batch 8, {n} tokens "
+        "(MiB; 8 heads = multi-head attention)"
+    )
+    fig = line_explorer(
+        [0, 1], [{"y": [1, 2]}] * 2, ["a", "b"], titles=[long.format(n=n) for n in (128, 4096)]
+    )
+    fig.update_layout(width=620)
+    fitted = fit_titles(fig)
+    titles = [fitted.layout.title.text] + [title_at(fitted, i) for i in range(2)]
+    for title in titles:
+        lines = title.split("<br>")
+        assert len(lines) == 2 and max(len(line) for line in lines) <= 0.9 * 620 / (0.52 * 17), (
+            title
+        )
+    assert title_at(fitted, 1).replace("<br>", " ") == long.format(n=4096)
+    assert title_at(fig, 0) == long.format(n=128), "the figure itself is left as it was"
+    short = fit_titles(explore_causality(torch.eye(2)))
+    assert "<br>" not in title_at(short, 0)
 
 
 def test_every_public_function_documents_itself_and_the_shapes_it_takes() -> None:

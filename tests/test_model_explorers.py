@@ -34,6 +34,19 @@ def test_cross_attention_shows_panel_i_at_step_i_with_the_tokens_as_labels() -> 
         explore_cross_attention(panels, list("abcd"), list("xyz"), start="layer 5")
 
 
+def test_cross_attention_stands_the_source_tokens_upright_and_the_slider_below_them() -> None:
+    """Long source tokens would otherwise push the axis title onto the slider
+    (tests/test_browser.py).
+    """
+    panels = {"layer 0": torch.rand(2, 2)}
+    short = explore_cross_attention(panels, ["a", "b"], ["x", "y"], start="layer 0")
+    long = explore_cross_attention(panels, ["a", "▁Schutzhelmen"], ["x", "y"], start="layer 0")
+    assert long.layout.xaxis.tickangle == -90
+    extra = 7 * (len("1:▁Schutzhelmen") - len("0:a"))
+    assert long.layout.sliders[0].pad.t - short.layout.sliders[0].pad.t == extra
+    assert long.layout.height - short.layout.height == extra
+
+
 def test_attention_memory_keeps_the_marks_and_swaps_the_curves_by_heads_and_by_button() -> None:
     lengths = [64, 128, 256]
     f32 = [{"scores": [h * 1.0, h * 4.0, h * 16.0], "cache": [1.0, 2.0, 4.0]} for h in (1, 8)]

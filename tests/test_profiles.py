@@ -93,19 +93,19 @@ def test_the_profiles_keep_the_values_of_the_stored_runs() -> None:
         cpu.train.time_budget_s,
         cpu.train.schedule,
     )
-    assert train == (2e-3, 300, 900, 1800.0, "linear") and cpu.train.amp == "auto"
+    assert train == (2e-3, 400, 2467, None, "linear") and cpu.train.amp == "auto"
     assert (
         cpu.decode.beam_size,
         cpu.decode.length_penalty,
         cpu.decode.max_len_a,
         cpu.decode.max_len_b,
     ) == (
-        4,
-        1.0,
+        8,
+        2.0,
         1.5,
         10,
     )
-    assert (cpu.data.max_tokens, cpu.average_last, cpu.num_threads) == (4000, 3, None)
+    assert (cpu.data.max_tokens, cpu.average_last, cpu.num_threads) == (3000, 12, None)
     smoke = TRANSLATION_PROFILES["smoke"]
     assert (
         smoke.data.train_limit,

@@ -76,16 +76,17 @@ def test_auto_amp_on_a_gpu_follows_its_compute_capability(
 
 
 @pytest.mark.parametrize(
-    ("flags", "expected"),
+    ("flags", "vendor", "expected"),
     [
-        ({"avx2", "fma"}, "none"),
-        ({"avx512f", "avx512_bf16"}, "bf16"),
-        ({"amx_bf16", "amx_tile"}, "bf16"),
-        (set(), "none"),
+        ({"avx2", "fma"}, "AuthenticAMD", "none"),
+        ({"avx512f", "avx512_bf16"}, "AuthenticAMD", "bf16"),  # Zen 4: measured 2.1x faster
+        ({"avx512f", "avx512_bf16"}, "GenuineIntel", "none"),  # no AMX: measured 1.4x slower
+        ({"avx512_bf16", "amx_bf16", "amx_tile"}, "GenuineIntel", "bf16"),
+        (set(), "", "none"),
     ],
 )
-def test_auto_amp_on_a_cpu_needs_native_bfloat16(flags: set[str], expected: str) -> None:
-    assert amp_for_device("cpu", cpu_flags=flags) == expected
+def test_auto_amp_on_a_cpu_needs_fast_bfloat16(flags: set[str], vendor: str, expected: str) -> None:
+    assert amp_for_device("cpu", cpu_flags=flags, cpu_vendor=vendor) == expected
 
 
 def test_auto_amp_elsewhere_and_bad_input() -> None:
@@ -99,7 +100,10 @@ def test_auto_amp_elsewhere_and_bad_input() -> None:
 def test_resolve_amp_keeps_an_explicit_choice_and_reads_this_cpu_for_auto() -> None:
     cpu = torch.device("cpu")
     assert [resolve_amp(a, cpu) for a in ("none", "bf16", "fp16")] == ["none", "bf16", "fp16"]
-    assert resolve_amp("auto", cpu) == amp_for_device("cpu", cpu_flags=cpu_flags())
+    vendor = cpu_info().get("vendor_id", "")
+    assert resolve_amp("auto", cpu) == amp_for_device(
+        "cpu", cpu_flags=cpu_flags(), cpu_vendor=vendor
+    )
 
 
 def test_cpu_info_reads_the_first_processor_and_nothing_where_there_is_no_file(

@@ -23,7 +23,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from transformer_lib import load_checkpoint, read_checkpoint_header, save_checkpoint
+from transformer_lib import DecodeConfig, load_checkpoint, read_checkpoint_header, save_checkpoint
 from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.model import Transformer
 from transformer_tasks import cli, translation
@@ -216,8 +216,9 @@ def test_batched_translation_equals_one_sentence_at_a_time(smoke: dict[str, Any]
         "Zwei Männer arbeiten.",
     ]
     for beam in (1, 3):
-        together = translation.translate(model, tokenizer, sentences, beam_size=beam, batch_size=8)
-        alone = [translation.translate(model, tokenizer, [s], beam_size=beam)[0] for s in sentences]
+        decode = DecodeConfig(beam_size=beam, batch_size=8)
+        together = translation.translate(model, tokenizer, sentences, decode)
+        alone = [translation.translate(model, tokenizer, [s], decode)[0] for s in sentences]
         assert together == alone
 
 
@@ -234,8 +235,7 @@ def test_beam_translate_uses_the_beam(
         model,
         tokenizer,
         ["Ein Hund."],
-        beam_size=4,
-        length_penalty=metadata["decoding"]["length_penalty"],
+        DecodeConfig(beam_size=4, length_penalty=metadata["decoding"]["length_penalty"]),
     )
     assert out.splitlines() == expected
 
@@ -266,7 +266,7 @@ def test_max_steps_is_a_step_budget_that_lifts_the_time_budget(
         None,
     )
     cpu = translation.TRANSLATION_PROFILES["cpu"]
-    limits = {"max_steps": 900, "max_epochs": None, "time_budget_s": 1800.0}
+    limits = {"max_steps": 2467, "max_epochs": None, "time_budget_s": None}
     assert replace(profile, train=replace(profile.train, **limits)) == cpu, "nothing else changed"
     with pytest.raises(ValueError, match="max_steps"):
         translation.translation_profile("cpu", max_steps=0)
@@ -275,7 +275,7 @@ def test_max_steps_is_a_step_budget_that_lifts_the_time_budget(
     code, _, err = _main(
         ["train-translation", "--profile", "cpu", "--max-steps", "7", "--device", "cpu"], capsys
     )
-    assert code == 2 and "needs max_steps > warmup_steps; got max_steps=7, warmup_steps=300" in err
+    assert code == 2 and "needs max_steps > warmup_steps; got max_steps=7, warmup_steps=400" in err
 
 
 def test_time_budget_lifts_the_step_limit_and_excludes_max_steps(

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib import evaluate_loss, read_checkpoint_header, token_batches
+from transformer_lib import DecodeConfig, evaluate_loss, read_checkpoint_header, token_batches
+from transformer_lib.data.batching import epoch_seed
 from transformer_lib.data.tokenizer import train_translation_tokenizer
 from transformer_lib.training import state as training_state
 from transformer_tasks import (
@@ -35,6 +36,7 @@ from transformer_tasks.translation import (
     ResumeError,
     apply_overrides,
     encode_pairs,
+    sweep_decoding,
 )
 from transformer_tasks.translation import train as translation_training
 from transformer_tasks.translation.checkpoints import RunDirectory
@@ -117,7 +119,7 @@ def test_run_history_and_throughput_describe_the_training(run: TranslationRun) -
     # tokens counts the source and target tokens of exactly the batches trained on, in their order.
     expected, epoch = [], 0
     while len(expected) < run.steps:
-        expected += _batches(run, run.train_pairs, shuffle=True, seed=SEED * 1000 + epoch)
+        expected += _batches(run, run.train_pairs, shuffle=True, seed=epoch_seed(SEED, epoch))
         epoch += 1
     assert run.tokens == sum(b.num_src_tokens + b.num_tokens for b in expected[: run.steps])
     assert run.tokens_per_s == pytest.approx(run.tokens / run.train_seconds)
@@ -127,12 +129,17 @@ def test_run_history_and_throughput_describe_the_training(run: TranslationRun) -
     assert losses[-1] < losses[0] and losses[-1] < math.log(300)
 
 
-def test_kept_weights_are_the_better_of_last_and_average(run: TranslationRun) -> None:
+def test_kept_weights_are_the_candidate_of_lowest_validation_loss(run: TranslationRun) -> None:
     assert not run.model.training, "the trained model is handed back in eval mode"
     assert run.val_loss_last == run.val_history[-1]["val_loss"]
     assert run.val_loss_averaged is not None, "three snapshots were kept, so an average was tried"
-    assert run.val_loss == min(run.val_loss_last, run.val_loss_averaged)
-    assert run.averaged_checkpoints == (3 if run.val_loss_averaged < run.val_loss_last else 1)
+    names = set(run.candidates)
+    assert {"last", "average of the last 2", "average of the last 3"} <= names
+    assert run.val_loss_averaged == run.candidates["average of the last 3"]
+    assert run.val_loss == min(run.candidates.values())
+    assert run.candidates[run.checkpoint_choice] == run.val_loss
+    expected = int(run.checkpoint_choice[-1]) if run.checkpoint_choice.startswith("average") else 1
+    assert run.averaged_checkpoints == expected
     # The model in the run really is the one whose loss the run reports.
     measured = evaluate_loss(run.model, _batches(run, run.val_pairs, shuffle=False))["loss"]
     assert measured == pytest.approx(run.val_loss, rel=1e-5)
@@ -252,15 +259,13 @@ def test_evaluation_scores_the_translations_it_returns(
     assert evaluation.references == [en for _, en in run.test_pairs]
     limits = dict(max_len_a=TINY.decode.max_len_a, max_len_b=TINY.decode.max_len_b)
     assert evaluation.greedy == translate(
-        run.model, run.tokenizer, evaluation.sources, beam_size=1, **limits
+        run.model, run.tokenizer, evaluation.sources, DecodeConfig(beam_size=1, **limits)
     )
     assert evaluation.beam == translate(
         run.model,
         run.tokenizer,
         evaluation.sources,
-        beam_size=2,
-        length_penalty=TINY.decode.length_penalty,
-        **limits,
+        DecodeConfig(beam_size=2, length_penalty=TINY.decode.length_penalty, **limits),
     )
     assert vars(evaluation.bleu_greedy) == vars(
         corpus_bleu(evaluation.greedy, evaluation.references)
@@ -292,10 +297,7 @@ def test_evaluation_of_other_pairs_and_beam_settings(
         run.model,
         run.tokenizer,
         other.sources,
-        beam_size=3,
-        length_penalty=1.0,
-        max_len_a=1.5,
-        max_len_b=10,
+        DecodeConfig(beam_size=3, length_penalty=1.0, max_len_a=1.5, max_len_b=10),
     )
 
 
@@ -367,6 +369,58 @@ def test_saved_run_translates_like_the_model_in_memory(
     assert metadata["results"]["bleu"] == round(evaluation.bleu_greedy.score, 2)
     assert metadata["decoding"] == run.decoding
     assert (
-        translate(model, tokenizer, evaluation.sources[:5], max_len_a=1.5, max_len_b=10)
+        translate(model, tokenizer, evaluation.sources[:5], DecodeConfig(beam_size=1))
         == evaluation.greedy[:5]
     )
+
+
+def test_choose_weights_keeps_an_older_best_snapshot_and_says_which() -> None:
+    # Three "models" of one parameter: the validation loss is the parameter's distance from 1.0.
+    model = torch.nn.Linear(1, 1, bias=False)
+    snapshots = translation_training._Snapshots(keep=2)
+    history = []
+    for step, value in ((10, 0.9), (20, 3.0), (30, 5.0)):  # the first evaluation is the best
+        weights = {"weight": torch.tensor([[value]])}
+        snapshots.add(weights, abs(value - 1.0))
+        history.append({"step": step, "val_loss": abs(value - 1.0)})
+
+    def loss(m: torch.nn.Module) -> float:
+        return abs(m.weight.item() - 1.0)
+
+    choice = translation_training.choose_weights(model, snapshots, history, loss)  # type: ignore[arg-type]
+    assert choice.candidates == pytest.approx(
+        {"last": 4.0, "average of the last 2": 3.0, "best, step 10": 0.1}
+    )
+    assert choice.name == "best, step 10" and choice.averaged == 1
+    assert model.weight.item() == pytest.approx(0.9)
+    # Without an older best, the average of the last two wins over the last weights.
+    snapshots = translation_training._Snapshots(keep=2)
+    for value in (1.5, 0.7):
+        snapshots.add({"weight": torch.tensor([[value]])}, abs(value - 1.0))
+    history = [{"step": 1, "val_loss": 0.5}, {"step": 2, "val_loss": 0.3}]
+    choice = translation_training.choose_weights(model, snapshots, history, loss)  # type: ignore[arg-type]
+    assert choice.name == "average of the last 2" and choice.averaged == 2
+    assert model.weight.item() == pytest.approx(1.1)
+
+
+def test_sweep_decoding_scores_every_setting_and_picks_the_best_beam_row(
+    run: TranslationRun,
+) -> None:
+    pairs = run.val_pairs[:6]
+    sweep = sweep_decoding(run.model, run.tokenizer, pairs, [2, 3], [0.6, 1.0])
+    settings = [(row["beam_size"], row["length_penalty"]) for row in sweep.rows]
+    assert settings == [(1, None), (2, 0.6), (2, 1.0), (3, 0.6), (3, 1.0)]
+    beam_rows = sweep.rows[1:]
+    assert sweep.best in beam_rows and sweep.best["bleu"] == max(row["bleu"] for row in beam_rows)
+    # Each row is what translate() + sacreBLEU give for that setting.
+    hypotheses = translate(
+        run.model,
+        run.tokenizer,
+        [de for de, _ in pairs],
+        DecodeConfig(beam_size=3, length_penalty=1.0),
+    )
+    assert sweep.rows[-1]["bleu"] == round(
+        corpus_bleu(hypotheses, [en for _, en in pairs]).score, 2
+    )
+    with pytest.raises(ValueError, match="pairs is empty"):
+        sweep_decoding(run.model, run.tokenizer, [], [2], [1.0])

@@ -18,7 +18,8 @@ them as
   the page does;
 * :mod:`~.example`: the running example of chapters 1 to 5;
 * :mod:`~.plotting`, :mod:`~.interactive`, :mod:`~.explorers`, :mod:`~.model_explorers`,
-  :mod:`~.diagrams` and :mod:`~.concepts`: the figures (matplotlib, plotly).
+  :mod:`~.diagrams`, :mod:`~.attention_figures` and :mod:`~.concepts`: the figures (matplotlib,
+  plotly).
 
 It imports ``transformer_lib``; nothing in ``transformer_lib`` imports it
 (``tests/test_architecture.py``).

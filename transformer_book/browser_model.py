@@ -1,20 +1,23 @@
-"""The model behind chapter 11's "Translate in your browser" box: exported, made small, and checked.
+"""The trained model of chapters 3-5 and 11, as the files the book's pages and chapters load.
 
-:func:`build_browser_model` turns a ``train-translation --save`` checkpoint into the files the page
-loads, in one folder:
+:func:`build_browser_model` turns a ``train-translation --save`` checkpoint into one folder:
 
 * ``encoder.onnx`` and ``decoder.onnx``: the graphs, their weights quantised to int8 by ONNX
-  Runtime's dynamic quantisation (动态量化); the decoder also returns the last layer's
-  cross-attention, averaged over the heads, for the page's attention map;
+  Runtime's dynamic quantisation (动态量化). Besides ``memory`` and ``logits`` they return every
+  layer's and head's attention: the encoder's self-attention, the decoder's masked self-attention
+  and its cross-attention (the pictures of chapters 3-5, the maps of the live boxes);
 * ``weights.bin``: the weights of both graphs, each stored once (the embedding table, shared by the
   encoder and the decoder, would otherwise be stored twice); the graphs point into it as ONNX
   "external data", which ONNX Runtime reads in Python and in the browser alike;
-* ``tokenizer.json`` and ``config.json`` (special ids, length limits, example sentences).
+* ``tokenizer.json`` and ``config.json`` (special ids, length limits, example sentences, the words
+  of the input hint, and what the model is: its training run and the commands that remake it).
 
-:func:`onnx_translate` decodes with ONNX Runtime sessions exactly as the page does (greedy, each
-step running the decoder over the prefix, no key/value cache), to score the files with BLEU and to
-check the page against; :func:`onnx_beam` does the same for the page's beam search. Needs
-``pip install "transformer-lib[export]"``.
+The rest decodes with ONNX Runtime sessions exactly as the page does, one sentence at a time:
+:func:`onnx_translate` and :func:`onnx_greedy` (each step runs the decoder over the prefix, no
+key/value cache), :func:`onnx_beam` for the page's beam search, and :func:`prepare_input` makes of
+typed text what the page makes of it. One sentence at a time matters: dynamic quantisation takes
+one scale per tensor, over the whole batch, so a sentence decoded beside others can get other
+tokens than alone. Needs ``pip install "transformer-lib[export]"``.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ import copy
 import hashlib
 import json
 import os
+import re
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,72 +39,171 @@ import torch
 from torch import Tensor, nn
 
 from transformer_lib import Transformer
-from transformer_lib.data.tokenizer import BPETokenizer
+from transformer_lib.data.tokenizer import META, BPETokenizer
 from transformer_lib.eval_mode import eval_mode
 from transformer_lib.files import atomic_write
 from transformer_lib.nn.masks import padding_mask
-from transformer_tasks.export import export_onnx
 
-from .attention_maps import record_attention
+from .attention_maps import AttentionRecorder, record_attention
 
-__all__ = ["build_browser_model", "load_sessions", "onnx_beam", "onnx_greedy", "onnx_translate"]
+__all__ = [
+    "build_browser_model",
+    "hint_words",
+    "prepare_input",
+    "pytorch_maps",
+    "load_sessions",
+    "onnx_beam",
+    "onnx_beam_hypotheses",
+    "onnx_greedy",
+    "onnx_translate",
+    "source_ids",
+    "token_label",
+]
 
 WEIGHTS = "weights.bin"
 GRAPHS = ("encoder", "decoder")
 SITE_FILES = ("encoder.onnx", "decoder.onnx", WEIGHTS, "tokenizer.json", "config.json")
+ENCODER_INPUTS, ENCODER_OUTPUTS = ["src"], ["memory", "self_attention"]
+DECODER_INPUTS = ["tgt", "memory", "src"]
+DECODER_OUTPUTS = ["logits", "self_attention", "cross_attention"]
+MAX_CHARS = 200  # the boxes translate this many characters: each step re-reads the whole prefix
+HINT_WORDS = 100  # how many of each language's most frequent caption words the input hint knows
 
 
-class _DecoderWithAttention(nn.Module):
-    """Shape: tgt ``(B, T)``, memory ``(B, S, d)``, src ``(B, S)`` -> logits ``(B, T, V)``,
-    attention ``(B, T, S)``.
+def _stacked(maps: AttentionRecorder, names: list[str]) -> Tensor:
+    """The recorded maps of ``names``, one per layer.
+
+    Shape: L maps ``(B, H, T, S)`` -> ``(B, L, H, T, S)``.
     """
+    return torch.stack([maps[name] for name in names], dim=1)
+
+
+def _attention_names(model: Transformer) -> dict[str, list[str]]:
+    """The attention modules of each kind, one per layer: ``encoder``, ``decoder``, ``cross``."""
+    layers = [f"decoder.layers.{i}" for i in range(len(model.decoder.layers))]
+    return {
+        "encoder": [f"encoder.layers.{i}.self_attn" for i in range(len(model.encoder.layers))],
+        "decoder": [f"{layer}.self_attn" for layer in layers],
+        "cross": [f"{layer}.cross_attn" for layer in layers],
+    }
+
+
+class _EncoderWithAttention(nn.Module):
+    """Shape: src ``(B, S)`` -> memory ``(B, S, d)``, self_attention ``(B, L, H, S, S)``."""
 
     def __init__(self, model: Transformer) -> None:
         super().__init__()
         self.model = model
-        self.last = f"decoder.layers.{len(model.decoder.layers) - 1}.cross_attn"
+        self.names = _attention_names(model)
 
-    def forward(self, tgt: Tensor, memory: Tensor, src: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
         with record_attention(self.model) as maps:  # the hooks run while torch.export traces
+            memory = self.model.encode(src)  # the padding mask from config.pad_id
+        return memory, _stacked(maps, self.names["encoder"])
+
+
+class _DecoderWithAttention(_EncoderWithAttention):
+    """The decoder over the whole prefix (no cache), with every layer's and head's attention.
+
+    Shape: tgt ``(B, T)``, memory ``(B, S, d)``, src ``(B, S)`` -> logits ``(B, T, V)``,
+    self_attention ``(B, L, H, T, T)``, cross_attention ``(B, L, H, T, S)``.
+    """
+
+    def forward(self, tgt: Tensor, memory: Tensor, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:  # type: ignore[override]
+        with record_attention(self.model) as maps:
             logits = self.model.decode(tgt, memory, padding_mask(src, self.model.config.pad_id))
-        return logits, maps[self.last].mean(dim=1)  # (B, H, T, S) -> (B, T, S)
+        return logits, _stacked(maps, self.names["decoder"]), _stacked(maps, self.names["cross"])
 
 
-def _export_decoder(model: Transformer, path: Path) -> None:
-    """``decoder.onnx`` with the attention output (the library's export has logits only)."""
-    length = {
-        n: torch.export.Dim(n, max=model.config.max_len) for n in ("batch", "src_len", "tgt_len")
-    }
-    src = torch.full((2, 3), model.config.pad_id + 4, dtype=torch.long)
-    batch_src, batch_tgt = (
-        {0: length["batch"], 1: length["src_len"]},
-        {0: length["batch"], 1: length["tgt_len"]},
-    )
-    with eval_mode(model), warnings.catch_warnings():
+def _export(
+    module: nn.Module,
+    args: tuple[Tensor, ...],
+    names: tuple[list[str], list[str]],
+    shapes: tuple[dict[int, Any], ...],
+    path: Path,
+) -> None:
+    """One graph, weights inside, opset 18, through PyTorch's ``torch.export``-based exporter."""
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the exporter's notes on its own internals
-        memory = model.encode(src)
         program = torch.onnx.export(
-            _DecoderWithAttention(model).eval(),
-            (src[:, :2], memory, src),
+            module.eval(),
+            args,
             dynamo=True,
-            dynamic_shapes=(batch_tgt, batch_src, batch_src),
+            dynamic_shapes=shapes,
+            input_names=names[0],
+            output_names=names[1],
             opset_version=18,
-            input_names=["tgt", "memory", "src"],
-            output_names=["logits", "attention"],
             verbose=False,
         )
     program.save(str(path), external_data=False)
 
 
-def _quantise(folder: Path) -> None:
-    """int8 weights for every matrix product and the embedding lookups, in place (scales per
-    tensor).
+def _export_graphs(model: Transformer, folder: Path) -> None:
+    """``encoder.onnx`` and ``decoder.onnx``, float32, with the attention outputs.
+
+    The batch and both lengths are dynamic (lengths up to ``config.max_len``, the positional
+    table's).
     """
+    model = copy.deepcopy(model).float().cpu()  # the caller's model untouched
+    dims = {
+        name: torch.export.Dim(name, max=model.config.max_len) for name in ("batch", "src", "tgt")
+    }
+    source, target = {0: dims["batch"], 1: dims["src"]}, {0: dims["batch"], 1: dims["tgt"]}
+    src = torch.full((2, 3), model.config.pad_id + 4, dtype=torch.long)  # a tracing example
+    with eval_mode(model):
+        memory = model.encode(src)
+        encoder = _EncoderWithAttention(model)
+        _export(
+            encoder, (src,), (ENCODER_INPUTS, ENCODER_OUTPUTS), (source,), folder / "encoder.onnx"
+        )
+        decoder = _DecoderWithAttention(model)
+        args = (src[:, :2], memory, src)  # tgt shorter than src: the two lengths stay apart
+        shapes = (target, source, source)
+        _export(decoder, args, (DECODER_INPUTS, DECODER_OUTPUTS), shapes, folder / "decoder.onnx")
+
+
+def _fold_weights(path: Path) -> None:
+    """Replace each ``Transpose`` or ``Concat`` of stored weights by its result, in place.
+
+    The exporter writes a linear layer's ``x @ W.T`` as ``MatMul(x, Transpose(W))``, and the
+    library's fused projection of queries, keys and values as ``Concat(W_q, W_k, W_v)``; it folds
+    them itself only below a size (so for a small model, not for chapter 11's). The quantiser turns
+    a ``MatMul`` into int8 only when its second input is a stored weight, and ONNX Runtime's
+    pre-processing folds such nodes in some versions (1.32) and not in others (1.30): folded here,
+    every weight is int8 under both.
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    values = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for node in list(graph.node):  # in order: a fold can feed the next
+        if node.op_type not in ("Transpose", "Concat") or not all(i in values for i in node.input):
+            continue
+        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        inputs = [values[i] for i in node.input]
+        if node.op_type == "Transpose":
+            result = inputs[0].transpose(attributes.get("perm"))
+        else:
+            result = np.concatenate(inputs, axis=attributes["axis"])
+        values[node.output[0]] = np.ascontiguousarray(result)
+        graph.initializer.append(numpy_helper.from_array(values[node.output[0]], node.output[0]))
+        graph.node.remove(node)
+    used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+    for tensor in [t for t in graph.initializer if t.name not in used]:
+        graph.initializer.remove(tensor)
+    onnx.save(model, str(path))
+
+
+def _quantise(folder: Path) -> None:
+    """int8 weights for the matrix products and the embedding lookups, a scale per tensor."""
     from onnxruntime.quantization import QuantType, quant_pre_process, quantize_dynamic
 
     for name in GRAPHS:
         path = folder / f"{name}.onnx"
-        # shape inference, folded constants
+        _fold_weights(path)
+        # shape inference and folded constants first, as ONNX Runtime advises
         quant_pre_process(str(path), str(path), skip_symbolic_shape=True)
         quantize_dynamic(
             path, path, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gather"]
@@ -111,8 +215,7 @@ def _tie_embedding(folder: Path) -> None:
 
     The model ties its embedding table to the output layer, but the exporter stores the output
     layer's matrix transposed, and the quantiser then keeps two int8 copies of the table (2 MB each
-    here):
-    the output layer's ``(d_model, V)`` and the lookup's ``(V, d_model)``. Here the lookups
+    here): the output layer's ``(d_model, V)`` and the lookup's ``(V, d_model)``. Here the lookups
     (``Gather`` then ``DequantizeLinear``) take ``Transpose`` of the first, with its scale and zero
     point, and the second goes.
     """
@@ -153,8 +256,9 @@ def _tie_embedding(folder: Path) -> None:
 
 
 def _share_weights(folder: Path, min_bytes: int = 1024) -> None:
-    """Move every initializer of ``min_bytes`` or more into ``weights.bin``, each distinct tensor
-    once.
+    """Move each initializer of ``min_bytes`` or more into ``weights.bin``, each distinct once.
+
+    Drops each node's metadata too: the exporter's notes on where it came from.
     """
     import onnx
     from onnx.external_data_helper import set_external_data
@@ -162,6 +266,11 @@ def _share_weights(folder: Path, min_bytes: int = 1024) -> None:
     blobs: dict[str, tuple[int, bytes]] = {}  # sha256 -> (offset, bytes)
     models = {name: onnx.load(str(folder / f"{name}.onnx")) for name in GRAPHS}
     for model in models.values():
+        for (
+            node
+        ) in model.graph.node:  # the exporter's notes (stack traces); some versions keep them
+            del node.metadata_props[:]
+            node.doc_string = ""
         for tensor in model.graph.initializer:
             data = tensor.raw_data
             if len(data) < min_bytes:
@@ -171,13 +280,11 @@ def _share_weights(folder: Path, min_bytes: int = 1024) -> None:
             set_external_data(tensor, WEIGHTS, offset=offset, length=len(data))
             tensor.ClearField("raw_data")
             tensor.data_location = onnx.TensorProto.EXTERNAL
-    atomic_write(
-        folder / WEIGHTS, lambda tmp: tmp.write_bytes(b"".join(b for _, b in blobs.values()))
-    )
+    weights = b"".join(b for _, b in blobs.values())
+    atomic_write(folder / WEIGHTS, lambda tmp: tmp.write_bytes(weights))
     for name, model in models.items():
-        atomic_write(
-            folder / f"{name}.onnx", lambda tmp, m=model: tmp.write_bytes(m.SerializeToString())
-        )
+        data = model.SerializeToString()
+        atomic_write(folder / f"{name}.onnx", lambda tmp, data=data: tmp.write_bytes(data))
 
 
 def build_browser_model(
@@ -189,42 +296,43 @@ def build_browser_model(
 ) -> dict[str, int]:
     """Write the files of ``SITE_FILES`` into ``folder``; returns each file's size in bytes.
 
-    ``settings``: what ``config.json`` carries besides the special ids, e.g. ``max_len_a``,
-    ``max_len_b`` and ``examples`` (German sentences the page offers to click). ``quantise=False``
-    keeps float32 weights (to compare with).
+    ``settings``: what ``config.json`` carries besides the special ids and ``max_len``, e.g.
+    ``max_len_a``, ``max_len_b``, ``beam_size``, ``length_penalty``, ``examples`` (German
+    sentences the page offers to click), ``hint_words`` and ``trained``. ``quantise=False`` keeps
+    float32 weights (to compare with).
     """
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
+    if not isinstance(tokenizer, BPETokenizer):
+        raise TypeError(f"tokenizer must be a BPETokenizer, got {type(tokenizer).__name__}")
     folder = Path(folder)
-    with tempfile.TemporaryDirectory(dir=folder.parent if folder.parent.is_dir() else None) as tmp:
+    parent = folder.parent if folder.parent.is_dir() else None
+    with tempfile.TemporaryDirectory(dir=parent) as tmp:
         work = Path(tmp)
-        # encoder.onnx and tokenizer.json as the library writes them
-        export_onnx(model, tokenizer, work)
-        # the caller's untouched
-        _export_decoder(copy.deepcopy(model).float().cpu(), work / "decoder.onnx")
+        _export_graphs(model, work)
+        (work / "tokenizer.json").write_text(tokenizer.to_json_str(), encoding="utf-8")
         if quantise:
             _quantise(work)
-        # one table for all three
         if quantise and model.config.tie_embeddings and model.config.share_embeddings:
-            _tie_embedding(work)
+            _tie_embedding(work)  # one table for the two lookups and the output layer
         _share_weights(work)
         ids = {"pad_id": tokenizer.pad_id, "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id}
-        config = ids | {"unk_id": tokenizer.unk_id, "max_len": model.config.max_len} | settings
-        (work / "config.json").write_text(
-            json.dumps(config, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+        limits = {
+            "unk_id": tokenizer.unk_id,
+            "max_len": model.config.max_len,
+            "max_chars": MAX_CHARS,
+        }
+        text = json.dumps(ids | limits | settings, indent=1, ensure_ascii=False) + "\n"
+        (work / "config.json").write_text(text, encoding="utf-8")
         folder.mkdir(parents=True, exist_ok=True)
         for name in SITE_FILES:
-            atomic_write(
-                folder / name, lambda out, src=work / name: out.write_bytes(src.read_bytes())
-            )
+            data = (work / name).read_bytes()
+            atomic_write(folder / name, lambda out, data=data: out.write_bytes(data))
     return {name: (folder / name).stat().st_size for name in SITE_FILES}
 
 
 def load_sessions(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """ONNX Runtime sessions of ``encoder.onnx`` and ``decoder.onnx`` in ``folder`` (one thread
-    each).
-    """
+    """ONNX Runtime sessions of the two graphs in ``folder``, one thread each."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -232,6 +340,18 @@ def load_sessions(folder: str | os.PathLike[str]) -> dict[str, Any]:
     return {
         name: ort.InferenceSession(str(Path(folder) / f"{name}.onnx"), options) for name in GRAPHS
     }
+
+
+def source_ids(tokenizer: BPETokenizer, sentence: str, limit: int) -> list[int]:
+    """The ids the page feeds the encoder: at most ``limit - 1`` tokens, ``[<unk>]`` for none."""
+    return tokenizer.encode(sentence)[: limit - 1] or [tokenizer.unk_id]
+
+
+def token_label(token: str) -> str:
+    """A token as the maps label it: the word-start marker dropped (``"▁Hunde"`` -> ``"Hunde"``);
+    a lone marker (a space before an unknown character) shows as ``"␣"``.
+    """
+    return token.removeprefix(META) or "␣"
 
 
 def onnx_greedy(
@@ -242,19 +362,18 @@ def onnx_greedy(
     eos_id: int,
     pad_id: int = 0,
 ) -> np.ndarray:
-    """Greedy decoding, the decoder run over the prefix at each step. Shape: ``(B, S)`` -> ``(B, <=
-    max_len)``.
+    """Greedy decoding, the decoder run over the prefix at each step.
 
     As :func:`~transformer_lib.decoding.greedy_decode`: ``<pad>`` is never chosen, a finished row is
-    padded.
+    padded. (With int8 files, a row's tokens can depend on the rows beside it: decode one at a time
+    to get the page's.) Shape: ``(B, S)`` -> ``(B, <= max_len)``.
     """
-    memory = sessions["encoder"].run(None, {"src": src})[0]
+    memory = sessions["encoder"].run(["memory"], {"src": src})[0]
     tokens = np.full((src.shape[0], 1), bos_id, dtype=np.int64)
     done = np.zeros(src.shape[0], dtype=bool)
     for _ in range(max_len - 1):
-        logits = sessions["decoder"].run(["logits"], {"tgt": tokens, "memory": memory, "src": src})[
-            0
-        ][:, -1]
+        feed = {"tgt": tokens, "memory": memory, "src": src}
+        logits = sessions["decoder"].run(["logits"], feed)[0][:, -1]
         logits[:, pad_id] = -np.inf
         best = np.where(done, pad_id, logits.argmax(-1))
         tokens = np.concatenate([tokens, best[:, None]], axis=1)
@@ -272,27 +391,68 @@ def onnx_translate(
     max_len_b: int,
     limit: int,
 ) -> list[list[int]]:
-    """Greedy token ids (``<bos>`` first) for each German sentence, decoded alone as the page
-    decodes it.
-
-    Sentences of one token length share a batch (no padding, so each gets what it gets alone).
+    """Greedy token ids (``<bos>`` first, ``<eos>`` last unless cut) of each German sentence,
+    decoded alone, as the page decodes it.
     """
-    ids = [
-        row[: limit - 1] or [tokenizer.unk_id] for row in tokenizer.encode_batch(list(sentences))
-    ]
-    out: list[list[int]] = [[] for _ in ids]
-    for length in sorted({len(row) for row in ids}):
-        rows = [i for i, row in enumerate(ids) if len(row) == length]
-        for start in range(0, len(rows), 64):
-            chunk = rows[start : start + 64]
-            src = np.array([ids[i] for i in chunk], dtype=np.int64)
-            max_len = min(int(max_len_a * length + max_len_b), limit)
-            hyp = onnx_greedy(
-                sessions, src, max_len, tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
-            )
-            for i, row in zip(chunk, hyp.tolist(), strict=True):
-                out[i] = row[: row.index(tokenizer.eos_id) + 1] if tokenizer.eos_id in row else row
+    out = []
+    for sentence in sentences:
+        ids = source_ids(tokenizer, sentence, limit)
+        max_len = min(int(max_len_a * len(ids) + max_len_b), limit)
+        src = np.array([ids], dtype=np.int64)
+        row = onnx_greedy(
+            sessions, src, max_len, tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id
+        )
+        out.append(row[0].tolist())
     return out
+
+
+def onnx_beam_hypotheses(
+    sessions: dict[str, Any],
+    src: np.ndarray,
+    beam_size: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    length_penalty: float,
+    pad_id: int = 0,
+) -> list[tuple[float, list[int]]]:
+    """Every hypothesis the page's beam search finishes, ``(score, ids)`` in the order found.
+
+    :func:`~transformer_lib.decoding.beam_search`'s rules: each step extends every live beam by
+    every token and examines the ``2 * beam_size`` best extensions in order; an ``eos`` among the
+    first ``beam_size`` finishes a hypothesis, scored ``log P / ((5 + len) / 6) ** length_penalty``;
+    the first ``beam_size`` others live on. Scores are summed in float64, as in JavaScript.
+    Shape: src ``(1, S)``; each ids list starts with ``<bos>``.
+    """
+    memory = sessions["encoder"].run(["memory"], {"src": src})[0]  # (1, S, d)
+    beams, scores, finished = [[bos_id]], np.zeros(1), []
+    for step in range(1, max_len):
+        n = len(beams)
+        tgt = np.array(beams, dtype=np.int64)
+        feed = {"tgt": tgt, "memory": memory.repeat(n, 0), "src": src.repeat(n, 0)}
+        logits = sessions["decoder"].run(["logits"], feed)[0][:, -1].astype(np.float64)  # (n, V)
+        logits[:, pad_id] = -np.inf
+        top = logits.max(axis=1, keepdims=True)
+        # log-softmax summed in order (cumsum), as the page's loop sums it
+        log_probs = logits - top - np.log(np.exp(logits - top).cumsum(axis=1)[:, -1:])
+        candidates = (scores[:, None] + log_probs).ravel()  # (n * V,)
+        # the best 2k, ties to the lower index
+        order = np.lexsort((np.arange(candidates.size), -candidates))[: 2 * beam_size].tolist()
+        live = []
+        for rank, index in enumerate(order):
+            beam, token = divmod(index, logits.shape[1])
+            if token == eos_id and rank < beam_size and len(finished) < beam_size:
+                score = candidates[index] / ((5 + step) / 6) ** length_penalty
+                finished.append((float(score), beams[beam] + [eos_id]))
+            elif token != eos_id and len(live) < beam_size:
+                live.append((beams[beam] + [token], candidates[index]))
+        if len(finished) >= beam_size:
+            return finished
+        beams, scores = [b for b, _ in live], np.array([s for _, s in live])
+    # cut at max_len: the live beams compete as they are
+    for beam, score in zip(beams, scores, strict=True):
+        finished.append((float(score / ((5 + len(beam) - 1) / 6) ** length_penalty), beam))
+    return finished
 
 
 def onnx_beam(
@@ -305,48 +465,67 @@ def onnx_beam(
     length_penalty: float,
     pad_id: int = 0,
 ) -> list[int]:
-    """Beam search for one sentence as the page runs it:
-    :func:`~transformer_lib.decoding.beam_search`'s rules.
-
-    Each step extends every live beam by every token and examines the ``2 * beam_size`` best
-    extensions in
-    order: an ``eos`` among the first ``beam_size`` finishes a hypothesis, scored ``log P / ((5 +
-    len) / 6) ** length_penalty``; the first ``beam_size`` others live on. Scores are summed in
-    float64, as in JavaScript.
-    Shape: src ``(1, S)`` -> the best hypothesis's ids, ``<bos>`` first.
+    """Beam search for one sentence as the page runs it: the best of :func:`onnx_beam_hypotheses`
+    (the first of equal scores). Shape: src ``(1, S)`` -> ids, ``<bos>`` first.
     """
-    memory = sessions["encoder"].run(None, {"src": src})[0]  # (1, S, d)
-    beams, scores, finished = [[bos_id]], np.zeros(1), []
-    for step in range(1, max_len):
-        n = len(beams)
-        feed = {
-            "tgt": np.array(beams, dtype=np.int64),
-            "memory": memory.repeat(n, 0),
-            "src": src.repeat(n, 0),
-        }
-        logits = sessions["decoder"].run(["logits"], feed)[0][:, -1].astype(np.float64)  # (n, V)
-        logits[:, pad_id] = -np.inf
-        top = logits.max(axis=1, keepdims=True)
-        # log-softmax summed in order (cumsum), as the page's loop sums it
-        log_probs = logits - top - np.log(np.exp(logits - top).cumsum(axis=1)[:, -1:])
-        candidates = (scores[:, None] + log_probs).ravel()  # (n * V,)
-        # ties: lower index
-        order = np.lexsort((np.arange(candidates.size), -candidates))[: 2 * beam_size].tolist()
-        live = []
-        for rank, index in enumerate(order):
-            beam, token = divmod(index, logits.shape[1])
-            if token == eos_id and rank < beam_size and len(finished) < beam_size:
-                finished.append(
-                    (candidates[index] / ((5 + step) / 6) ** length_penalty, beams[beam] + [eos_id])
-                )
-            elif token != eos_id and len(live) < beam_size:
-                live.append((beams[beam] + [token], candidates[index]))
-        if len(finished) >= beam_size:
-            break
-        beams, scores = [b for b, _ in live], np.array([s for _, s in live])
-    else:  # cut at max_len: the live beams compete as they are
-        finished += [
-            (s / ((5 + len(b) - 1) / 6) ** length_penalty, b)
-            for b, s in zip(beams, scores, strict=True)
-        ]
-    return max(finished, key=lambda hypothesis: hypothesis[0])[1]
+    args = (beam_size, max_len, bos_id, eos_id, length_penalty, pad_id)
+    hypotheses = onnx_beam_hypotheses(sessions, src, *args)
+    return max(hypotheses, key=lambda hypothesis: hypothesis[0])[1]
+
+
+WORD = re.compile(r"[^\W\d_]+")  # runs of letters; JavaScript's /\p{L}+/gu in the page
+
+
+def hint_words(pairs: Iterable[tuple[str, str]], count: int = HINT_WORDS) -> dict[str, list[str]]:
+    """The words the input hint counts: each language's ``count`` most frequent (lower-case) words
+    of the ``(german, english)`` pairs, less those on both lists (``"in"``, ``"an"``...).
+    """
+    counts: dict[str, Counter[str]] = {"de": Counter(), "en": Counter()}
+    for german, english in pairs:
+        counts["de"].update(WORD.findall(german.lower()))
+        counts["en"].update(WORD.findall(english.lower()))
+    top = {lang: [w for w, _ in counter.most_common(count)] for lang, counter in counts.items()}
+    both = set(top["de"]) & set(top["en"])
+    return {lang: [w for w in words if w not in both] for lang, words in top.items()}
+
+
+def prepare_input(
+    tokenizer: BPETokenizer, typed: str, config: dict[str, Any]
+) -> tuple[str, list[int], list[str]]:
+    """What the page's boxes make of typed text: ``(text, ids, hints)``.
+
+    ``text``: ``typed`` stripped and cut to ``config["max_chars"]`` characters; ``ids``: its tokens;
+    ``hints``: the box's notes on it, by name: ``"empty"``; ``"cut"``; ``"unknown"`` when at least
+    half the tokens (a lone word-start marker not counted) are ``<unk>``; ``"english"`` when more of
+    its words are on the English list of ``config["hint_words"]`` than on the German one. The last
+    is a rule of thumb, and the box says so (``results/browser-agreement.json`` holds how often it
+    fires on the test set's German sentences and on their English references).
+    """
+    stripped = typed.strip()
+    text = stripped[: config["max_chars"]]
+    if not text:
+        return text, [], ["empty"]
+    hints = ["cut"] if len(stripped) > config["max_chars"] else []
+    ids = tokenizer.encode(text)
+    counted = [i for i in ids if tokenizer.tokenizer.id_to_token(i) != META]
+    if counted and 2 * sum(i == config["unk_id"] for i in counted) >= len(counted):
+        hints.append("unknown")
+    words = WORD.findall(text.lower())
+    votes = {
+        lang: sum(w in set(config["hint_words"][lang]) for w in words) for lang in ("de", "en")
+    }
+    if votes["en"] > votes["de"]:
+        hints.append("english")
+    return text, ids, hints
+
+
+def pytorch_maps(model: Transformer, src: Sequence[int], tgt: Sequence[int]) -> dict[str, Tensor]:
+    """PyTorch's attention maps of one pair, as the graphs return them (to compare with).
+
+    Shape: ``{"encoder": (L, H, S, S), "decoder": (L, H, T, T), "cross": (L, H, T, S)}``.
+    """
+    with eval_mode(model), torch.no_grad(), record_attention(model) as maps:
+        model(torch.tensor([list(src)]), torch.tensor([list(tgt)]))
+    return {
+        kind: _stacked(maps, names)[0].float() for kind, names in _attention_names(model).items()
+    }

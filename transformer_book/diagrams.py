@@ -1,14 +1,13 @@
-"""Diagrams drawn from the code: the whole model from a :class:`~.TransformerConfig`, and the head
-split.
+"""Diagrams drawn from the code: the whole model from a :class:`~.TransformerConfig`.
 
 :func:`architecture_figure` draws the encoder-decoder model that a config builds: the order of the
 sub-layers and norms (Post-LN or Pre-LN, with the final norm Pre-LN adds), the kind of positional
 encoding, the norm, the activation, the heads (and key/value heads), the widths and the depth. The
 landing page's figure is this function's output for the paper's base model (``make figures``
-writes it; a test checks that the stored file is what the code draws). :func:`multi_head_figure`
-draws how multi-head attention splits ``(B, T, d_model)`` into heads and merges them back.
+writes it; a test checks that the stored file is what the code draws). Chapter 5's pictures of the
+head split are concept figures (:mod:`~transformer_book.concepts.multi_head`).
 
-Both figures sit on an opaque white card, so that they read the same in the light and dark themes.
+The figure sits on an opaque white card, so that they read the same in the light and dark themes.
 A leaf module (matplotlib only); nothing in the package imports it.
 """
 
@@ -20,14 +19,14 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch, Rectangle
+from matplotlib.patches import FancyBboxPatch
 
 from transformer_lib.config import TransformerConfig
 
 # one colour per kind of thing, in every figure of the book
 from .concepts._style import COLOURS, INK
 
-__all__ = ["architecture_figure", "multi_head_figure", "save_svg"]
+__all__ = ["architecture_figure", "save_svg"]
 
 BOX_W, BOX_H, GAP = 5.6, 0.95, 0.3
 # Point sizes: the page shows the figure about 8 inches wide, where 10.5 pt reads at about 13 px.
@@ -260,97 +259,6 @@ def architecture_figure(config: TransformerConfig, title: str | None = None) -> 
     # readable)
     fig.set_size_inches(INCH_PER_UNIT * 15.4, INCH_PER_UNIT * (top + 2.5) + 0.4)
     ax.axis("off")
-    fig.tight_layout()
-    return fig
-
-
-def _tensor(
-    ax: Axes, x: float, y: float, rows: int, cols: int, colours: list[str], cell: float = 0.32
-) -> None:
-    """A ``rows x cols`` grid at (x, y) (lower left), column ``j`` coloured ``colours[j]``."""
-    for r in range(rows):
-        for c in range(cols):
-            square = Rectangle(
-                (x + c * cell, y + r * cell),
-                cell,
-                cell,
-                facecolor=colours[c],
-                edgecolor=INK,
-                lw=0.5,
-            )
-            ax.add_patch(square)
-
-
-def multi_head_figure(seq_len: int = 4, d_model: int = 8, num_heads: int = 2) -> Figure:
-    """How multi-head attention splits ``(B, T, d_model)`` into ``h`` heads of width ``d_k`` and
-    merges them.
-
-    One sequence (``B`` = 1) of ``seq_len`` positions; each feature column is coloured by the head
-    it goes to, so the figure shows that ``view`` + ``transpose`` hands head ``i`` the ``i``-th
-    block of ``d_k`` consecutive features, and that the merge puts them back in the same place.
-
-    Shape:
-        left: ``(B, T, d_model)``; middle: ``(B, h, T, d_k)``; right: ``(B, T, d_model)``.
-    """
-    for name, value in (("seq_len", seq_len), ("d_model", d_model), ("num_heads", num_heads)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 16:
-            raise ValueError(
-                f"{name} must be an int from 1 to 16 (the figure draws every element), got "
-                f"{value!r}"
-            )
-    if d_model % num_heads:
-        raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
-    d_k, cell, gap, spread = d_model // num_heads, 0.5, 5.2, 0.5
-    palette = [
-        "#f9a65a",
-        "#6bb6e8",
-        "#8fd18f",
-        "#e88fb4",
-        "#c3a6ea",
-        "#f2dc6b",
-        "#9ad9d2",
-        "#d9b48f",
-    ]
-    head_of = [palette[j // d_k % len(palette)] for j in range(d_model)]
-    width, heads_w = d_model * cell, num_heads * (d_k * cell + spread) - spread
-    x, x2 = width + gap, 2 * gap + width + heads_w
-    right, fig_width = x2 + width + 0.3, 8.0
-    # the page shows the figure fig_width inches wide: one line of text, in data units
-    line = SMALL_LABEL * 1.3 / (fig_width * 72 / (right + 0.3))
-    mid_y, top = seq_len * cell / 2, seq_len * cell + 0.3
-    fig, ax = plt.subplots(figsize=(fig_width, 3.0))
-    fig.patch.set_facecolor("white")
-
-    def label(x_at: float, y_at: float, text: str, va: str = "bottom") -> None:
-        ax.text(x_at, y_at, text, ha="center", va=va, fontsize=SMALL_LABEL, color=INK)
-
-    _tensor(ax, 0.0, 0.0, seq_len, d_model, head_of, cell)
-    label(width / 2, top, f"Q = x W_Q (likewise K, V)\n(B, T, d_model) = (1, {seq_len}, {d_model})")
-    _arrow(ax, (width + 0.2, mid_y), (x - 0.2, mid_y))
-    label(width + gap / 2, mid_y - 0.25, "view(B, T, h, d_k)\n.transpose(1, 2)", va="top")
-    for h in range(num_heads):
-        left = x + h * (d_k * cell + spread)
-        _tensor(ax, left, 0.0, seq_len, d_k, head_of[h * d_k : (h + 1) * d_k], cell)
-        # "head 1" where the block is wide enough for it, else just the number
-        wide = d_k * cell + spread > 7.5 * SMALL_LABEL * 0.6 / (fig_width * 72 / (right + 0.3))
-        label(left + d_k * cell / 2, -0.2, f"head {h + 1}" if wide else str(h + 1), va="top")
-    label(x + heads_w / 2, top, f"heads (B, h, T, d_k)\n= (1, {num_heads}, {seq_len}, {d_k})")
-    label(x + heads_w / 2, top + 2.3 * line, "attention runs in every head at once")
-    _arrow(ax, (x + heads_w + 0.2, mid_y), (x2 - 0.2, mid_y))
-    label(
-        x + heads_w + gap / 2, mid_y - 0.25, ".transpose(1, 2)\n.reshape(B, T,\nd_model)", va="top"
-    )
-    _tensor(ax, x2, 0.0, seq_len, d_model, head_of, cell)
-    label(x2 + width / 2, top, "heads side by side\n(B, T, d_model),\nthen W_O mixes them")
-    bottom = min(-0.2 - 1.3 * line, mid_y - 0.25 - 3.3 * line)
-    ceiling = top + 3.6 * line
-    ax.set_xlim(-0.3, right)
-    ax.set_ylim(bottom, ceiling)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    # as tall as the drawing, so that the equal aspect does not shrink it (and its labels stay
-    # readable)
-    fig.set_size_inches(fig_width, fig_width * (ceiling - bottom) / (right + 0.3))
     fig.tight_layout()
     return fig
 

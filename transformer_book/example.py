@@ -1,9 +1,11 @@
 """The book's running example (贯穿示例): one caption from Multi30k, carried through chapters 1-5.
 
 Chapter 1 splits the caption into words, gives each an id and looks up its vector; chapter 2 adds
-the positions; chapters 3 and 4 let the words attend to each other and to the German original;
-chapter 5 splits the same vectors across heads. Each chapter builds its own step in the open and
-then checks it against the function here, so that the next chapter can start where it stopped.
+the positions; chapters 3 and 4 let the words attend to each other and to the German original,
+first through projections set by hand (:func:`hand_set_projections`: *play* looks for its
+subject, *dogs*); chapter 5 splits the same vectors across heads. Each chapter builds its own step
+in the open and then checks it against the function here, so that the next chapter can start where
+it stopped.
 
 The caption is line 1,967 of Multi30k's training split (English and German). Its vocabulary is the
 sentence's own words: a toy, enough to follow every number. Chapter 11 learns a real one.
@@ -19,7 +21,19 @@ from torch import Tensor
 from transformer_lib.nn.embedding import TokenEmbedding
 from transformer_lib.nn.positional import sinusoidal_table
 
-__all__ = ["ENGLISH", "GERMAN", "SPECIALS", "embed", "encode", "vocabulary", "words"]
+__all__ = [
+    "ENGLISH",
+    "FEATURES",
+    "GERMAN",
+    "SPECIALS",
+    "embed",
+    "encode",
+    "feature_rows",
+    "hand_set_projections",
+    "next_word_pairs",
+    "vocabulary",
+    "words",
+]
 
 ENGLISH = "Two dogs play in the grass."
 GERMAN = "Zwei Hunde spielen im Gras."
@@ -80,3 +94,67 @@ def embed(
     if positions:
         x = x + sinusoidal_table(x.size(0), d_model)
     return x
+
+
+# Chapter 3's hand-set attention. Each word of ENGLISH offers (as its key) and hands over (as its
+# value) a few of four features; "play" asks (as its query) for a plural noun: its subject, "dogs".
+FEATURES = ("noun", "plural", "verb", "number")
+OFFERS = {
+    "two": ("plural", "number"),
+    "dogs": ("noun", "plural"),
+    "play": ("verb",),
+    "grass": ("noun",),
+}
+ASKS = {"play": ("noun", "plural")}
+LOUDNESS = 3.0  # how strongly play asks: the size of its query's entries
+
+
+def feature_rows(
+    tokens: list[str],
+    features_of: dict[str, tuple[str, ...]],
+    size: float = 1.0,
+) -> Tensor:
+    """One row per token, ``size`` where ``features_of[token]`` names a feature, 0 elsewhere.
+
+    Shape:
+        ``(len(tokens), len(FEATURES))``.
+    """
+    unknown = sorted({f for named in features_of.values() for f in named} - set(FEATURES))
+    if unknown:
+        raise ValueError(f"features_of names features outside FEATURES {FEATURES}: {unknown}")
+    rows = torch.zeros(len(tokens), len(FEATURES))
+    for i, token in enumerate(tokens):
+        for feature in features_of.get(token, ()):
+            rows[i, FEATURES.index(feature)] = size
+    return rows
+
+
+def hand_set_projections(d_model: int = 8, seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+    """``W_Q, W_K, W_V`` that turn ``embed(ENGLISH)`` into chapter 3's hand-set Q, K and V.
+
+    The wanted tables are :func:`feature_rows` of :data:`OFFERS` (keys and values) and of
+    :data:`ASKS` times :data:`LOUDNESS` (queries); each matrix is the pseudo-inverse of the
+    sentence's vectors times its table, so that ``embed() @ W`` gives the table exactly (the seven
+    vectors are linearly independent when ``d_model >= 7``).
+
+    Shape:
+        each ``(d_model, len(FEATURES))``, used as ``x @ W``.
+    """
+    if d_model < 7:
+        raise ValueError(f"d_model must be at least 7, one per word of ENGLISH; got {d_model}")
+    x = embed(ENGLISH, d_model=d_model, seed=seed)  # (T, d_model)
+    tokens = words(ENGLISH)
+    keys = feature_rows(tokens, OFFERS)  # (T, 4)
+    queries = feature_rows(tokens, ASKS, LOUDNESS)  # (T, 4)
+    inverse = torch.linalg.pinv(x)  # (d_model, T): x @ inverse = I
+    return inverse @ queries, inverse @ keys, inverse @ keys
+
+
+def next_word_pairs(sentence: str = ENGLISH) -> tuple[list[str], list[str]]:
+    """The decoder's input in training and the word it learns to predict at each position.
+
+    ``next_word_pairs("Two dogs.")`` is ``(["<bos>", "two", "dogs", "."], ["two", "dogs", ".",
+    "<eos>"])``: position ``t`` reads the input up to ``t`` and learns to predict ``target[t]``.
+    """
+    tokens = words(sentence)
+    return [SPECIALS[1], *tokens], [*tokens, SPECIALS[2]]

@@ -496,10 +496,10 @@ def explore_attention_kinds(
                     zmin=0,
                     zmax=1,
                     colorscale="Blues",
-                    colorbar={"title": {"text": "weight"}},
+                    colorbar={"title": {"text": "weight", "side": "right"}},
                 )
             ]
-        )
+        )  # not on a tick
     fig = slider_figure(steps, list(maps), prefix="kind: ")
     return fig.update_layout(
         title="Attention maps: rows = queries, columns = keys",
@@ -657,12 +657,13 @@ def explore_noam(
         titles=[f"Noam schedule, d_model {d_model}, warmup {w}" for w in warmups],
         prefix="warmup = ",
     )
+    # the rate's axis starts a little below 0, so that its label 0 does not sit on the step axis's 0
     return fig.update_layout(
         height=380,
         width=680,
         xaxis_title="optimizer step",
         yaxis_title="learning rate",
-        yaxis_range=[0, 1.05 * top],
+        yaxis_range=[-0.04 * top, 1.05 * top],
     )
 
 

@@ -39,19 +39,24 @@ def explore_cross_attention(
         each weights grid: ``(T, S)``, ``T = len(out_tokens)``, ``S = len(src_tokens)``.
     """
     labels = list(panels)
+    columns = [f"{j}:{t}" for j, t in enumerate(src_tokens)]
     fig = heatmap_explorer(
         list(panels.values()),
         labels,
-        x=[f"{j}:{t}" for j, t in enumerate(src_tokens)],
+        x=columns,
         y=[f"{j}:{t}" for j, t in enumerate(out_tokens)],
         prefix="showing ",
         titles=[f"cross-attention: {label}" for label in labels],
         active=_position(labels, start, "start"),
     )
+    # The source tokens stand upright, and the slider starts below them and the axis title (about 7
+    # px a character), so that neither is drawn over the other, however long the tokens are.
+    below = 7 * max(len(c) for c in columns)
+    fig.layout.sliders[0].pad.t = 40 + below
     return fig.update_layout(
-        height=500,
+        height=500 + below,
         width=620,
-        xaxis_title="source token",
+        xaxis={"title": "source token", "tickangle": -90},
         yaxis_title="output token",
         margin={"t": 90},
     )

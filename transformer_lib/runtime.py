@@ -52,26 +52,36 @@ def torch_threads(threads: int | None) -> Iterator[int]:
 AmpMode = Literal["auto", "none", "bf16", "fp16"]
 AMP_CHOICES: tuple[str, ...] = get_args(AmpMode)
 """The mixed precisions a run can ask for (``TrainConfig.amp``); ``"auto"`` resolves to another."""
-# /proc/cpuinfo flags of native bfloat16 arithmetic
-BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+# Where bfloat16 autocast made a training step of the cpu profile faster than float32, as measured:
+# with AMX (Intel's matrix tiles), and on AMD's AVX-512 bfloat16 (2 cores of an AMD EPYC: 2.1x). An
+# Intel Xeon with AVX-512 bfloat16 but no AMX (a VM that hides it) made the step 1.4x SLOWER in
+# bfloat16 (2026-11-28), so AVX-512 bfloat16 alone counts only on AMD.
+BF16_CPU_FLAGS = frozenset({"amx_bf16"})
+BF16_CPU_FLAGS_AMD = frozenset({"avx512_bf16"})
 
 
 def amp_for_device(
-    device_type: str, cuda_capability: tuple[int, int] | None = None, cpu_flags: Iterable[str] = ()
+    device_type: str,
+    cuda_capability: tuple[int, int] | None = None,
+    cpu_flags: Iterable[str] = (),
+    cpu_vendor: str = "",
 ) -> str:
     """The mixed precision that pays on a device, from what the device can do (given, not probed).
 
     On CUDA ``"bf16"`` from compute capability 8.0 (Ampere), whose tensor cores multiply bfloat16,
-    ``"fp16"`` before it (V100, T4), which trains with a gradient scaler; on a CPU ``"bf16"`` only
-    with native bfloat16 instructions (emulated bfloat16 is slower than float32); elsewhere
-    ``"none"``.
+    ``"fp16"`` before it (V100, T4), which trains with a gradient scaler. On a CPU ``"bf16"`` where
+    it was measured to pay (:data:`BF16_CPU_FLAGS`: AMX; or AVX-512 bfloat16 on ``cpu_vendor``
+    ``"AuthenticAMD"``), since a CPU without fast bfloat16 matrix products trains slower in it than
+    in float32; elsewhere ``"none"``.
     """
     if device_type == "cuda":
         if cuda_capability is None:
             raise ValueError("device_type='cuda' needs cuda_capability=(major, minor)")
         return "bf16" if tuple(cuda_capability) >= (8, 0) else "fp16"
     if device_type == "cpu":
-        return "bf16" if BF16_CPU_FLAGS & set(cpu_flags) else "none"
+        flags = set(cpu_flags)
+        amd = cpu_vendor == "AuthenticAMD" and bool(BF16_CPU_FLAGS_AMD & flags)
+        return "bf16" if BF16_CPU_FLAGS & flags or amd else "none"
     return "none"
 
 
@@ -108,7 +118,9 @@ def resolve_amp(amp: str, device: torch.device) -> str:
     if amp != "auto":
         return amp
     capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    return amp_for_device(device.type, capability, cpu_flags() if device.type == "cpu" else ())
+    if device.type != "cpu":
+        return amp_for_device(device.type, capability)
+    return amp_for_device("cpu", cpu_flags=cpu_flags(), cpu_vendor=cpu_info().get("vendor_id", ""))
 
 
 def cpu_name() -> str:

@@ -20,6 +20,7 @@ recipe in :mod:`.layers`; every one is importable from here (``checks.check_caus
 
 from .blocks import (
     CheckFailed,
+    check_attention_scale,
     check_buffer_follows_module,
     check_causal,
     check_cross_attention_lengths,
@@ -27,6 +28,7 @@ from .blocks import (
     check_heads_concatenate_to_d_model,
     check_mask_fp16_safe,
     check_padding_invariant,
+    check_position_wise,
     check_positions_distinct,
     check_values_in_range,
     check_variable_is_noop,
@@ -47,6 +49,7 @@ from .layers import (
 
 __all__ = [
     "CheckFailed",
+    "check_attention_scale",
     "check_buffer_follows_module",
     "check_causal",
     "check_cost_exponent",
@@ -61,6 +64,7 @@ __all__ = [
     "check_norm_placement",
     "check_outputs_are_logits",
     "check_padding_invariant",
+    "check_position_wise",
     "check_positions_distinct",
     "check_settings",
     "check_values_in_range",

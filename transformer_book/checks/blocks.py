@@ -113,6 +113,43 @@ def check_causal(
                 )
 
 
+def check_position_wise(
+    fn: Callable[[Tensor], Any],
+    x: Tensor,
+    *,
+    dim: int = 1,
+    atol: float = 1e-6,
+    min_change: float = 1e-6,
+) -> None:
+    """Check that ``fn`` treats every position on its own: input ``t`` moves output ``t`` only.
+
+    For every position ``t`` the input at ``t`` is changed (by +1); the output at ``t`` must change
+    by more than ``min_change``, and every other output must stay within ``atol``. A linear map
+    applied along the features (the Q, K and V projections, the feed-forward network) passes; a
+    convolution wider than one position, or anything that mixes positions, fails.
+
+    Args:
+        fn: maps ``x`` to an output whose dimension ``dim`` is the same sequence of positions.
+        x: a float batch, positions along ``dim``.
+    """
+    out = _output(fn(x))
+    for t in range(x.size(dim)):
+        changed = x.clone()
+        changed.select(dim, t).add_(1.0)
+        new = _output(fn(changed))
+        if not max_abs_diff(new.select(dim, t), out.select(dim, t)) > min_change:
+            raise CheckFailed(f"output position {t} ignores its own input")
+        others = [d for d in range(new.dim()) if d != dim % new.dim()]
+        moved = (new - out).detach().abs().amax(dim=others)  # (T,): largest change per position
+        moved[t] = 0.0
+        if moved.max().item() > atol:
+            other = int(moved.argmax())
+            raise CheckFailed(
+                f"not position-wise: changing input position {t} changed output position "
+                f"{other} by {moved.max().item():.3g} (allowed {atol:g}), so positions are mixed"
+            )
+
+
 def _same_positions(big: Tensor, small: Tensor, dim: int) -> Tensor:
     """The part of ``big`` at the positions ``small`` has (outputs of a longer, padded input)."""
     return big if big.shape == small.shape else big.narrow(dim, 0, small.size(dim))
@@ -341,6 +378,33 @@ def check_cross_attention_lengths(
         )
     if not max_abs_diff(_output(fn(other_x, memory)), out) > min_change:
         raise CheckFailed("cross-attention output does not depend on the decoder states")
+
+
+def check_attention_scale(fn: Callable[..., Any], *, widths: tuple[int, ...] = (8, 32)) -> None:
+    """Check that ``fn(q, k, v)`` is ``softmax(q k^T / sqrt(d_k)) v``, ``d_k`` the keys' width.
+
+    Runs float64 queries, keys and values of each width in ``widths``. A function that takes its
+    scale from anywhere but the keys (a global ``d_k``, the model's width) matches at most one of
+    them; one that fails to run fails the check with its error.
+
+    Shape:
+        q, k, v: ``(2, 5, d_k)`` for each ``d_k`` in ``widths``; output: ``(2, 5, d_k)``.
+    """
+    generator = torch.Generator().manual_seed(0)
+    for d_k in widths:
+        shape = (2, 5, d_k)
+        q, k, v = (torch.randn(shape, generator=generator, dtype=torch.float64) for _ in range(3))
+        expected = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_k), dim=-1) @ v
+        try:
+            out = _output(fn(q, k, v))
+        except Exception as error:  # any failure to run (a NameError, say) is the finding
+            message = f"{type(error).__name__}: {error}"
+            raise CheckFailed(f"attention fails on keys of width {d_k}: {message}") from error
+        if out.shape != expected.shape or max_abs_diff(out, expected) > 1e-9:
+            raise CheckFailed(
+                f"with keys of width d_k={d_k} the output is not softmax(q k^T / sqrt(d_k)) v: "
+                "the scores are not divided by the square root of the keys' width"
+            )
 
 
 def check_heads_concatenate_to_d_model(

@@ -46,16 +46,10 @@ def _grid(ax, x: float, top: float, values: Tensor, colour, first_row: int = 0) 
     for r, row in enumerate(values.tolist()):
         for c, value in enumerate(row):
             y = top - (first_row + r + 1) * CELL
-            ax.add_patch(
-                Rectangle(
-                    (x + c * CELL, y),
-                    CELL,
-                    CELL,
-                    facecolor=colour(value),
-                    edgecolor=_style.INK,
-                    linewidth=0.4,
-                )
-            )
+            face = colour(value)
+            square = Rectangle((x + c * CELL, y), CELL, CELL, facecolor=face, edgecolor=_style.INK)
+            square.set_linewidth(0.4)
+            ax.add_patch(square)
 
 
 def token_embedding_figure(d_model: int = 8, seed: int = 0) -> Figure:
@@ -112,75 +106,31 @@ def token_embedding_figure(d_model: int = 8, seed: int = 0) -> Figure:
     # middle: the table E, one row per id
     x_table = 2.85
     _grid(ax, x_table, top, table, colour)
-    ax.add_patch(
-        Rectangle(
-            (x_table, top - (first + len(ids)) * CELL),
-            width,
-            len(ids) * CELL,
-            facecolor="none",
-            edgecolor=_style.INK,
-            linewidth=2.0,
-        )
-    )
-    ax.text(
-        x_table + width / 2,
-        top + 0.35,
-        f"table E\nV × d_model = {len(vocab)} × {d_model}",
-        ha="center",
-        va="bottom",
-        fontsize=_style.FONT,
-        color=_style.INK,
-    )
-    ax.text(
-        x_table + width + 0.12,
-        top - 0.5 * CELL,
-        "← <pad>: zeros",
-        ha="left",
-        va="center",
-        fontsize=_style.SMALL,
-        color=_style.MUTED,
-    )
-    ax.text(
-        x_table + width / 2,
-        top - len(vocab) * CELL - 0.2,
-        "row i is the vector of id i",
-        ha="center",
-        va="top",
-        fontsize=_style.SMALL,
-        color=_style.MUTED,
-    )
+    read = (x_table, top - (first + len(ids)) * CELL)  # the corner of the rows the sentence reads
+    frame = Rectangle(read, width, len(ids) * CELL, facecolor="none", edgecolor=_style.INK)
+    frame.set_linewidth(2.0)
+    ax.add_patch(frame)
+    ink = {"fontsize": _style.FONT, "color": _style.INK}
+    muted = {"fontsize": _style.SMALL, "color": _style.MUTED}
+    x_mid = x_table + width / 2
+    x_right = x_table + width
+    table_label = f"table E\nV × d_model = {len(vocab)} × {d_model}"
+    ax.text(x_mid, top + 0.35, table_label, ha="center", va="bottom", **ink)
+    ax.text(x_right + 0.12, top - 0.5 * CELL, "← <pad>: zeros", ha="left", va="center", **muted)
+    bottom = top - len(vocab) * CELL - 0.2
+    ax.text(x_mid, bottom, "row i is the vector of id i", ha="center", va="top", **muted)
     # right: the rows the sentence reads, times sqrt(d_model)
     x_out = x_table + width + 2.6
     mid = top - (first + len(ids) / 2) * CELL
     _style.arrow(ax, (x_table + width + 0.15, mid), (x_out - 0.15, mid), width=1.4)
-    ax.text(
-        (x_table + width + x_out) / 2,
-        mid + 0.15,
-        f"× √d_model\n= × {scale:.2f}",
-        ha="center",
-        va="bottom",
-        fontsize=_style.FONT,
-        color=_style.INK,
-    )
+    scale_label = f"× √d_model\n= × {scale:.2f}"
+    ax.text((x_table + width + x_out) / 2, mid + 0.15, scale_label, ha="center", va="bottom", **ink)
     _grid(ax, x_out, top, rows, colour, first_row=first)
-    ax.text(
-        x_out + width / 2,
-        top - first * CELL + 0.35,
-        f"the sentence\nT × d_model = {len(ids)} × {d_model}",
-        ha="center",
-        va="bottom",
-        fontsize=_style.FONT,
-        color=_style.INK,
-    )
-    ax.text(
-        x_out + width / 2,
-        top - len(vocab) * CELL - 0.2,
-        "one colour scale for both grids:\nred below 0, blue above",
-        ha="center",
-        va="top",
-        fontsize=_style.SMALL,
-        color=_style.MUTED,
-    )
+    sentence_label = f"the sentence\nT × d_model = {len(ids)} × {d_model}"
+    above = top - first * CELL + 0.35
+    ax.text(x_out + width / 2, above, sentence_label, ha="center", va="bottom", **ink)
+    colours_label = "one colour scale for both grids:\nred below 0, blue above"
+    ax.text(x_out + width / 2, bottom, colours_label, ha="center", va="top", **muted)
     ax.set_xlim(-0.1, x_out + width + 0.2)
     ax.set_ylim(top - len(vocab) * CELL - 1.0, top + 0.9)
     fig.tight_layout()

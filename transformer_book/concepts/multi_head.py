@@ -1,181 +1,547 @@
-"""Chapter 5's concept picture: the running example split across two heads (多头注意力).
+"""Chapter 5's pictures: why several heads, and each step of multi-head attention (多头注意力).
 
-The seven words of "Two dogs play in the grass." (``d_model = 8``, from
-:func:`~transformer_book.example.embed`) are projected to queries, keys and values, the features
-are cut into ``h = 2`` heads of ``d_k = 4``, and each head computes its own attention weights over
-the sentence. The heads' outputs are put side by side and mixed by ``W_O``.
+All of them are drawn on the running example, "Two dogs play in the grass." as chapters 1 and 2
+leave it (:func:`~transformer_book.example.embed`, ``d_model = 8``), with ``h = 2`` heads of
+``d_k = 4`` features, and with chapter 3's hand-set keys and values: every word offers some of the
+four :data:`~transformer_book.example.FEATURES` (noun, plural, verb, number). Only *play* asks:
 
-The projections are the chapter's: ``torch.manual_seed(0)``, then ``torch.randn(4, 8, 8) / sqrt(8)``
-gives ``W_Q, W_K, W_V, W_O`` (no biases). The chapter computes the same weights in the open and
-checks them against :func:`example_head_weights`.
+* one head, asking for a noun, finds *dogs* and *grass* and can only hand over a blend of them;
+* two heads ask two questions: head 1 for a plural noun (*dogs*), head 2 for a noun that is not
+  plural (*grass*); each fetches one word.
+
+The figures: ``multi_head_why.svg`` (the reason), ``multi_head_split.svg`` (one product computes
+every head's queries; the split hands each head its columns), ``multi_head_heads.svg`` (each head
+attends on its own features) and ``multi_head_merge.svg`` (the outputs side by side, times
+``W_O``). ``W_O`` is random (``torch.Generator().manual_seed(seed)``): the point there is an
+equality. The chapter builds the same numbers in the open and checks them against
+:func:`example_heads`. The split's two groupings (the labelled tensor) are in :mod:`.head_split`.
 """
 
 from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import torch
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from torch import Tensor
 
-from ..example import ENGLISH, embed, words
-from ._style import FONT, INK, MAX_WIDTH, MUTED, SMALL, TITLE, arrow, box
+from ..example import ENGLISH, FEATURES, OFFERS, embed, feature_rows, words
+from ._style import COLOURS, FONT, INK, MUTED, SMALL, TITLE, arrow, box, canvas
 
-__all__ = ["FIGURES", "HEAD_COLOURS", "example_head_weights", "example_projections", "heads_figure"]
+__all__ = [
+    "FIGURES",
+    "HEAD_ASKS",
+    "HEAD_COLOURS",
+    "LOUD",
+    "ONE_HEAD_ASKS",
+    "asks",
+    "example_heads",
+    "example_projections",
+    "head_projections",
+    "heads_figure",
+    "merge_figure",
+    "one_head",
+    "split_figure",
+    "why_figure",
+]
 
-HEAD_COLOURS = ("#f9a65a", "#6bb6e8")  # head 1, head 2: as in diagrams.multi_head_figure
-HEAD_MAPS = ("Oranges", "Blues")
+HEAD_COLOURS = ("#e8892b", "#3a8fd0")  # head 1, head 2: the frames of their blocks in every picture
+SCALE = colormaps["RdBu"]  # as in chapters 1-3: blue positive, red negative
+LOUD = 8.0  # the size of play's query entries: large enough that each head's choice is clear
+ONE_HEAD_ASKS = {"noun": 1.0}  # one head: a noun (dogs and grass both are)
+HEAD_ASKS = ({"noun": 1.0, "plural": 1.0}, {"noun": 1.0, "plural": -1.0})  # dogs; grass
+ASKER = "play"
 
 
-def example_projections(d_model: int = 8, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The chapter's four projection matrices ``W_Q, W_K, W_V, W_O``, drawn after
-    ``torch.manual_seed(seed)``.
-
-    Each is ``torch.randn(d_model, d_model) / sqrt(d_model)`` (one call for all four), applied as
-    ``x @ W``; the columns ``i * d_k .. (i + 1) * d_k - 1`` of ``W_Q``, ``W_K``, ``W_V`` belong to
-    head ``i``.
+def asks(wants: dict[str, float], word: str = ASKER, size: float = LOUD) -> Tensor:
+    """Queries for the running example: ``word`` asks ``size * wants``, the other words nothing.
 
     Shape:
-        four ``(d_model, d_model)`` tensors.
+        ``(T, len(FEATURES))``: one row per word of ENGLISH, zero except ``word``'s row.
     """
-    torch.manual_seed(seed)
-    w_q, w_k, w_v, w_o = torch.randn(4, d_model, d_model) / math.sqrt(d_model)
+    tokens = words(ENGLISH)
+    unknown = sorted(set(wants) - set(FEATURES))
+    if unknown or word not in tokens:
+        raise ValueError(
+            f"wants must name FEATURES {FEATURES} and word a word of ENGLISH; got {wants}, {word!r}"
+        )
+    table = torch.zeros(len(tokens), len(FEATURES))
+    for feature, weight in wants.items():
+        table[tokens.index(word), FEATURES.index(feature)] = size * weight
+    return table
+
+
+def head_projections(wants: dict[str, float], seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+    """One head's ``W_Q, W_K, W_V`` (each ``8 x 4``): ``embed() @ W`` gives the wanted tables.
+
+    The queries are :func:`asks` of ``wants``; the keys and the values are what every word offers
+    (:data:`~transformer_book.example.OFFERS`). Each matrix is the pseudo-inverse of the sentence's
+    vectors times its table, as in chapter 3.
+
+    Shape:
+        each ``(d_model, len(FEATURES))`` = ``(8, 4)``, used as ``x @ W``.
+    """
+    x = embed(ENGLISH, seed=seed)  # (T, 8)
+    inverse = torch.linalg.pinv(x)  # (8, T): x @ inverse = I
+    offers = feature_rows(words(ENGLISH), OFFERS)  # (T, 4)
+    return inverse @ asks(wants), inverse @ offers, inverse @ offers
+
+
+def example_projections(seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The chapter's ``W_Q, W_K, W_V, W_O`` for two heads: each head's matrices side by side.
+
+    Columns 0-3 of ``W_Q``, ``W_K`` and ``W_V`` are head 1's (:func:`head_projections` of
+    ``HEAD_ASKS[0]``), columns 4-7 head 2's; rows 0-3 of ``W_O`` read head 1's output, rows 4-7
+    head 2's. ``W_O`` is ``torch.randn(8, 8) / sqrt(8)`` from
+    ``torch.Generator().manual_seed(seed)``.
+
+    Shape:
+        four ``(8, 8)`` tensors.
+    """
+    first, second = (head_projections(wants, seed) for wants in HEAD_ASKS)
+    w_q, w_k, w_v = (torch.cat([a, b], dim=1) for a, b in zip(first, second, strict=True))
+    generator = torch.Generator().manual_seed(seed)
+    w_o = torch.randn(8, 8, generator=generator) / math.sqrt(8)
     return w_q, w_k, w_v, w_o
 
 
-def example_head_weights(num_heads: int = 2, d_model: int = 8, seed: int = 0) -> Tensor:
-    """Each head's attention weights over the running example, with :func:`example_projections`.
+def example_heads(seed: int = 0) -> dict[str, Tensor]:
+    """Two-head attention over the running example (:func:`example_projections`), every step kept.
 
-    Head ``i`` attends with the ``i``-th block of ``d_k = d_model / num_heads`` features of the
-    queries and keys: ``softmax(q_i k_i^T / sqrt(d_k))``, every query may see every word.
+    Returns ``x`` (the sentence), ``q``, ``k``, ``v`` (both heads' projections), ``weights`` (each
+    head's map), ``heads`` (each head's output), ``concat`` (the outputs side by side) and
+    ``output`` (``concat @ W_O``). Every query may see every word (no mask).
 
     Shape:
-        ``(num_heads, T, T)``, ``T = 7`` words; row ``t`` (a query) sums to 1 over the keys.
+        x, q, k, v, concat, output: ``(T, 8)``; weights: ``(2, T, T)``; heads: ``(2, T, 4)``.
     """
-    if d_model % num_heads:
-        raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
-    x = embed(ENGLISH, d_model=d_model, seed=seed)  # (T, d_model)
-    w_q, w_k, _, _ = example_projections(d_model, seed)
-    d_k, length = d_model // num_heads, x.size(0)
-    q = (x @ w_q).view(length, num_heads, d_k).transpose(0, 1)  # (T, d_model) -> (h, T, d_k)
-    k = (x @ w_k).view(length, num_heads, d_k).transpose(0, 1)  # (T, d_model) -> (h, T, d_k)
-    return (q @ k.transpose(-2, -1) / math.sqrt(d_k)).softmax(dim=-1)  # (h, T, T)
+    x = embed(ENGLISH, seed=seed)  # (T, 8)
+    w_q, w_k, w_v, w_o = example_projections(seed)
+    length, num_heads, d_k = x.size(0), 2, 4
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (T, 8) each
+
+    def split(t: Tensor) -> Tensor:  # (T, 8) -> (T, h, d_k) -> (h, T, d_k)
+        return t.view(length, num_heads, d_k).transpose(0, 1)
+
+    weights = (split(q) @ split(k).transpose(-2, -1) / math.sqrt(d_k)).softmax(dim=-1)  # (h, T, T)
+    heads = weights @ split(v)  # (h, T, d_k)
+    concat = heads.transpose(0, 1).reshape(length, num_heads * d_k)  # (T, 8)
+    return {
+        "x": x,
+        "q": q,
+        "k": k,
+        "v": v,
+        "weights": weights,
+        "heads": heads,
+        "concat": concat,
+        "output": concat @ w_o,
+    }
 
 
-def _word_column(ax: plt.Axes, x: float, top: float, step: float, labels: list[str]) -> None:
-    """The sentence as a column of word boxes, first word at the top."""
-    for i, word in enumerate(labels):
-        box(ax, x, top - i * step, 0.75, step * 0.78, word, kind="token", size=SMALL)
+def one_head(seed: int = 0) -> dict[str, Tensor]:
+    """A single head of 4 features over the running example, *play* asking for a noun.
+
+    Returns ``weights`` (its map) and ``output`` (its weights times the values).
+
+    Shape:
+        weights: ``(T, T)``; output: ``(T, 4)``.
+    """
+    x = embed(ENGLISH, seed=seed)
+    w_q, w_k, w_v = head_projections(ONE_HEAD_ASKS, seed)
+    weights = ((x @ w_q) @ (x @ w_k).T / math.sqrt(w_q.size(1))).softmax(dim=-1)  # (T, T)
+    return {"weights": weights, "output": weights @ (x @ w_v)}
+
+
+# ----------------------------------------------------------------------------- drawing helpers
+
+
+def _norm(*tensors: Tensor) -> Normalize:
+    """One symmetric colour scale for all the given tensors."""
+    size = max(float(t.abs().max()) for t in tensors)
+    return Normalize(-size, size)
+
+
+def _grid(ax: Axes, left: float, top: float, values: Tensor, norm: Normalize, cell: float) -> None:
+    """A matrix as coloured squares, its top-left corner at ``(left, top)``, row 0 at the top.
+
+    Shape:
+        values: ``(rows, cols)``.
+    """
+    for r, row in enumerate(values.tolist()):
+        for c, value in enumerate(row):
+            corner = (left + c * cell, top - (r + 1) * cell)
+            square = Rectangle(
+                corner, cell, cell, facecolor=SCALE(norm(value)), edgecolor=INK, lw=0.4
+            )
+            ax.add_patch(square)
+
+
+def _frame(ax: Axes, left: float, top: float, width: float, height: float, colour: str) -> None:
+    """A thick coloured frame around a block whose top-left corner is ``(left, top)``."""
+    rect = Rectangle(
+        (left, top - height), width, height, facecolor="none", edgecolor=colour, lw=2.6
+    )
+    ax.add_patch(rect)
+
+
+def _text(ax: Axes, x: float, y: float, text: str, size: float = SMALL, **options) -> None:
+    """A label in the book's ink, centred at ``(x, y)`` unless ``options`` say otherwise."""
+    settings = {"ha": "center", "va": "center", "color": INK, **options}
+    ax.text(x, y, text, fontsize=size, **settings)
+
+
+def _page(width: float, height: float, title: str) -> tuple[Figure, Axes]:
+    """A white canvas whose data units are inches, with a title at its top-left corner."""
+    fig, ax = canvas(width, height)
+    fig.subplots_adjust(0, 0, 1, 1)
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    _text(ax, 0.05, height - 0.05, title, size=TITLE, ha="left", va="top")
+    return fig, ax
+
+
+def _word_labels(ax: Axes, right: float, top: float, labels: list[str], cell: float) -> None:
+    """The words, one per row of a grid whose rows start at ``top``, right-aligned at ``right``."""
+    for r, word in enumerate(labels):
+        _text(ax, right, top - (r + 0.5) * cell, word, ha="right")
+
+
+# ----------------------------------------------------------------------------- the reason
+
+FEATURE_CELL = 0.32  # inches: a feature's cell, wide enough for ".96" at 10.5 pt
+
+
+def _features(
+    ax: Axes, left: float, y: float, values: Tensor, frames: tuple[str, ...] = ()
+) -> None:
+    """Feature values in [0, 1] as a row of labelled cells (white to blue) centred on height ``y``.
+
+    ``frames`` colours a frame around each block of 4 cells (one per head).
+    """
+    blues = colormaps["Blues"]
+    for c, value in enumerate(values.tolist()):
+        corner = (left + c * FEATURE_CELL, y - FEATURE_CELL / 2)
+        cell = Rectangle(
+            corner, FEATURE_CELL, FEATURE_CELL, facecolor=blues(0.8 * value), edgecolor=INK, lw=0.5
+        )
+        ax.add_patch(cell)
+        text = "1" if value > 0.995 else ("" if value < 0.005 else f"{value:.2f}"[1:])
+        _text(ax, left + (c + 0.5) * FEATURE_CELL, y, text, color="white" if value > 0.6 else INK)
+    for h, colour in enumerate(frames):
+        _frame(
+            ax,
+            left + 4 * h * FEATURE_CELL,
+            y + FEATURE_CELL / 2,
+            4 * FEATURE_CELL,
+            FEATURE_CELL,
+            colour,
+        )
+
+
+def _bars(ax: Axes, x: float, top: float, weights: Tensor, row: float, colour: str) -> None:
+    """One weight per row as a bar from a baseline at ``x``; weights above 0.1 printed."""
+    ax.plot([x, x], [top, top - len(weights) * row], color=MUTED, lw=0.8)
+    for r, weight in enumerate(weights.tolist()):
+        y = top - (r + 0.5) * row
+        if weight > 0.05:  # a smaller bar would not show, only thicken the baseline
+            bar = Rectangle(
+                (x, y - 0.1), 0.8 * weight, 0.2, facecolor=colour, edgecolor=INK, lw=0.6
+            )
+            ax.add_patch(bar)
+        if weight > 0.1:
+            _text(ax, x + 0.8 * weight + 0.05, y, f"{weight:.2f}", ha="left")
+
+
+def why_figure() -> Figure:
+    """*play* needs *dogs* and *grass*: one head blends their features, two heads fetch one each.
+
+    Middle, the seven words and what each offers (its value: some of noun, plural, verb, number).
+    Left, one head asking for a noun: its weights for *play*, shared by *dogs* and *grass*, and its
+    output, a blend. Right, two heads, one asking for a plural noun and one for a noun that is not
+    plural: each puts nearly all its weight on one word, and their outputs side by side hold both
+    words' features, which ``W_O`` then mixes.
+    """
+    tokens, single, step = words(ENGLISH), one_head(), example_heads()
+    play = tokens.index(ASKER)
+    values = step["v"][:, :4]  # (T, 4): what each word offers (both heads see the same)
+    row, top, words_x = 0.34, 4.3, 3.45
+    fig, ax = _page(
+        8.0, 5.4, "play needs two words: one head blends them, two heads fetch one each"
+    )
+    _text(ax, 0.8, top + 0.25, "one head", size=FONT, weight="bold")
+    _text(ax, 0.8, top + 0.02, "asks: a noun", color=MUTED)
+    for h, question in enumerate(("a plural noun", "a noun, not plural")):
+        centre = 5.6 + 1.4 * h
+        _text(
+            ax, centre, top + 0.25, f"head {h + 1}", size=FONT, weight="bold", color=HEAD_COLOURS[h]
+        )
+        _text(ax, centre, top + 0.02, question, color=MUTED)
+    for c, feature in enumerate(FEATURES):
+        _text(
+            ax,
+            words_x + 0.15 + (c + 0.5) * FEATURE_CELL,
+            top + 0.05,
+            feature,
+            va="bottom",
+            rotation=90,
+        )
+    _bars(ax, 0.35, top - 0.15, single["weights"][play], row, COLOURS["attention"])
+    for h in range(2):
+        _bars(ax, 5.2 + 1.4 * h, top - 0.15, step["weights"][h, play], row, HEAD_COLOURS[h])
+    for r, word in enumerate(tokens):
+        y = top - 0.15 - (r + 0.5) * row
+        _text(ax, words_x, y, word, size=FONT, ha="right", weight="bold" if r == play else None)
+        _features(ax, words_x + 0.15, y, values[r])
+    under = top - 0.15 - 7 * row
+    _text(ax, 0.8, under - 0.1, "play's weights", va="top", color=MUTED)
+    _text(ax, 6.35, under - 0.1, "play's weights in each head", va="top", color=MUTED)
+
+    out_y = 0.75  # the outputs' row
+    arrow(ax, (0.8, under - 0.4), (0.8, out_y + 0.25))
+    _features(ax, 0.2, out_y, single["output"][play])
+    _text(ax, 0.2, out_y - 0.3, "a noun, half plural:\nneither dogs nor grass", ha="left", va="top")
+    arrow(ax, (6.35, under - 0.4), (6.35, out_y + 0.25))
+    _features(ax, 4.75, out_y, step["concat"][play], frames=HEAD_COLOURS)
+    _text(
+        ax,
+        4.75,
+        out_y - 0.3,
+        "dogs' features, then grass':\nboth words, side by side",
+        ha="left",
+        va="top",
+    )
+    arrow(ax, (4.75 + 8 * FEATURE_CELL + 0.06, out_y), (7.4, out_y))
+    box(ax, 7.67, out_y, 0.5, 0.34, "W_O", kind="attention", size=FONT)
+    return fig
+
+
+# ----------------------------------------------------------------------------- the split
+
+
+def _numbers(ax: Axes, left: float, top: float, values: Tensor, cell: float) -> None:
+    """The non-zero entries of a matrix drawn by :func:`_grid`, written in their cells."""
+    for r, row in enumerate(values.tolist()):
+        for c, value in enumerate(row):
+            if abs(value) > 0.5:
+                _text(
+                    ax,
+                    left + (c + 0.5) * cell,
+                    top - (r + 0.5) * cell,
+                    f"{value:.0f}",
+                    color="white",
+                )
+
+
+def split_figure() -> Figure:
+    """``Q = x W_Q`` computes every head's queries at once; the split hands each head its columns.
+
+    Left to right: the sentence ``x`` (7 words x 8 features), ``W_Q`` (8 x 8, its column blocks
+    framed in the heads' colours), their product ``Q`` (only *play*'s row is not zero: head 1's
+    question, then head 2's), and the two heads' blocks after ``view(T, h, d_k)`` and
+    ``transpose``: head ``i`` holds features ``4i`` to ``4i + 3`` of every word.
+    """
+    step = example_heads()
+    x, q, w_q = step["x"], step["q"], example_projections()[0]
+    cell, labels = 0.2, words(ENGLISH)
+    fig, ax = _page(
+        8.0, 4.45, "One product computes every head's queries; the split hands them out"
+    )
+    top = 3.25
+    x_left, w_left, q_left, heads_left = 0.55, 2.45, 4.35, 6.95
+    _word_labels(ax, x_left - 0.08, top, labels, cell)
+    for name, left, values in (("x", x_left, x), ("W_Q", w_left, w_q), ("Q = x W_Q", q_left, q)):
+        _grid(ax, left, top, values, _norm(values), cell)
+        _text(ax, left + 4 * cell, top + 0.2, f"{name} ({values.size(0)} × 8)")
+    _numbers(ax, q_left, top, q, cell)
+    _text(ax, w_left - 0.2, top - 3.5 * cell, "×", size=FONT)
+    _text(ax, q_left - 0.2, top - 3.5 * cell, "=", size=FONT)
+    for h in range(2):
+        _frame(ax, w_left + 4 * cell * h, top, 4 * cell, 8 * cell, HEAD_COLOURS[h])
+        _frame(ax, q_left + 4 * cell * h, top, 4 * cell, 7 * cell, HEAD_COLOURS[h])
+    note = "columns 0-3: head 1's W_Q\ncolumns 4-7: head 2's"
+    _text(ax, w_left + 4 * cell, top - 8 * cell - 0.12, note, va="top", color=MUTED)
+    _text(ax, q_left + 4 * cell, top - 7 * cell - 0.12, "only play asks", va="top", color=MUTED)
+    middle = top - 3.5 * cell
+    arrow(ax, (q_left + 8 * cell + 0.1, middle), (heads_left - 0.1, middle))
+    _text(
+        ax,
+        (q_left + 8 * cell + heads_left) / 2,
+        middle - 0.15,
+        "split:\nview,\ntranspose",
+        va="top",
+    )
+    for h in range(2):
+        block_top = top + 0.25 - h * (7 * cell + 0.55)
+        block = q[:, 4 * h : 4 * h + 4]
+        _grid(ax, heads_left, block_top, block, _norm(q), cell)
+        _numbers(ax, heads_left, block_top, block, cell)
+        _frame(ax, heads_left, block_top, 4 * cell, 7 * cell, HEAD_COLOURS[h])
+        name = f"head {h + 1}: features {4 * h}-{4 * h + 3}"
+        _text(ax, heads_left + 2 * cell, block_top + 0.05, name, va="bottom", color=HEAD_COLOURS[h])
+    return fig
+
+
+# ----------------------------------------------------------------------------- each head attends
+
+
+def _head_row(ax: Axes, top: float, head: int, step: dict[str, Tensor], norm: Normalize) -> None:
+    """One head: its map of weights (play's row printed), times its values, gives its output."""
+    labels, cell, small = words(ENGLISH), 0.27, 0.2
+    weights, d_k = step["weights"][head], step["heads"].size(-1)
+    colour, columns = HEAD_COLOURS[head], slice(head * d_k, (head + 1) * d_k)
+    map_left = 0.75
+    _word_labels(ax, map_left - 0.06, top, labels, cell)
+    ax.imshow(
+        weights.numpy(),
+        cmap="Greys",
+        vmin=0.0,
+        vmax=1.0,
+        extent=(map_left, map_left + 7 * cell, top - 7 * cell, top),
+        zorder=1,
+    )
+    play = labels.index(ASKER)
+    for c, value in enumerate(weights[play].tolist()):  # play's row: the only word that asks
+        if value < 0.05:
+            continue
+        ink = "white" if value > 0.45 else INK
+        _text(
+            ax,
+            map_left + (c + 0.5) * cell,
+            top - (play + 0.5) * cell,
+            f"{value:.2f}"[1:],
+            color=ink,
+            zorder=2,
+        )
+    row = Rectangle(
+        (map_left, top - (play + 1) * cell), 7 * cell, cell, facecolor="none", edgecolor=INK, lw=1.6
+    )
+    ax.add_patch(row)
+    _frame(ax, map_left, top, 7 * cell, 7 * cell, colour)
+    for c, word in enumerate(labels):
+        _text(ax, map_left + (c + 0.5) * cell, top + 0.06, word, va="bottom", rotation=90)
+    _text(ax, map_left + 7 * cell + 0.35, top - 3.5 * cell, "×", size=FONT)
+    blocks = (
+        ("v", step["v"][:, columns], map_left + 7 * cell + 0.6),
+        ("out", step["heads"][head], 4.6),
+    )
+    for name, block, left in blocks:
+        _grid(ax, left, top - (7 * cell - 7 * small) / 2, block, norm, small)
+        _frame(ax, left, top - (7 * cell - 7 * small) / 2, 4 * small, 7 * small, colour)
+        _text(
+            ax,
+            left + 2 * small,
+            top + 0.12,
+            f"{name}{head + 1}",
+            va="bottom",
+            color=colour,
+            size=FONT,
+        )
+    _text(ax, 4.38, top - 3.5 * cell, "=", size=FONT)
+    _text(
+        ax,
+        5.55,
+        top - 3.5 * cell,
+        f"head {head + 1}: softmax(q{head + 1} k{head + 1}ᵀ / √4),\n"
+        f"on features {head * d_k}-{(head + 1) * d_k - 1} only;\nits weights × its values",
+        ha="left",
+        color=colour,
+    )
 
 
 def heads_figure() -> Figure:
-    """The running example split across two heads: the words, each head's weights, the
-    concatenation.
+    """Each head attends with its own 4 features: its own map of weights, its own 4-wide output.
 
-    Left, the seven words (each an 8-number vector). Middle, the two heads' attention weights
-    (rows: the word that asks, columns: the word it reads); each row's largest weight is printed in
-    its cell, without its leading zero. Right, the two heads' 4-wide outputs side by side, which
-    ``W_O`` mixes back into 8 features.
+    One row per head: the head's attention weights over the running example (rows: the word that
+    asks, columns: the word it reads; the largest weight of each row printed, without its leading
+    zero), times the head's values, gives the head's output. Both heads run chapter 3's attention.
     """
-    labels = words(ENGLISH)
-    weights = example_head_weights()  # (2, T, T)
-    heads, length = weights.shape[0], weights.shape[1]
-    width, height, cell = 7.9, 4.3, 0.28
-    if width > MAX_WIDTH:
-        raise ValueError(f"the figure is wider than {MAX_WIDTH} inches")
-    fig = plt.figure(figsize=(width, height))
-    fig.patch.set_facecolor("white")
-    bg = fig.add_axes((0.0, 0.0, 1.0, 1.0))
-    bg.set_xlim(0, width)
-    bg.set_ylim(0, height)
-    bg.axis("off")
+    step = example_heads()
+    norm = _norm(step["v"], step["heads"])
+    fig, ax = _page(8.0, 5.55, "Each head attends on its own features")
+    for head in range(2):
+        _head_row(ax, 4.5 - head * 2.45, head, step, norm)
+    ax.set_aspect("equal")  # imshow would otherwise set its own aspect
+    return fig
 
-    top, bottom = 3.35, 3.35 - length * cell  # the rows of every block: one word each
-    middle, header = (top + bottom) / 2, top + 0.38
-    word_x = 0.42
-    _word_column(bg, word_x, top - cell / 2, cell, labels)
-    bg.text(
-        word_x, header, "7 words,\n8 features", ha="center", va="center", fontsize=SMALL, color=INK
-    )
-    arrow(bg, (word_x + 0.45, middle), (1.42, middle))
-    bg.text(
-        1.15, middle + 0.1, "q, k, v\n= x W", ha="center", va="bottom", fontsize=SMALL, color=INK
-    )
 
-    map_left = (1.98, 4.12)
-    for h in range(heads):
-        left = map_left[h]
-        ax = fig.add_axes(
-            (left / width, bottom / height, length * cell / width, length * cell / height)
-        )
-        ax.imshow(weights[h].numpy(), cmap=HEAD_MAPS[h], vmin=0.0, vmax=0.7)
-        for r, c in enumerate(weights[h].argmax(dim=-1).tolist()):  # each word's largest weight
-            value = weights[h, r, c].item()
-            ax.text(
-                c,
-                r,
-                f"{value:.2f}".removeprefix("0"),
-                ha="center",
-                va="center",
-                fontsize=SMALL,
-                color="white" if value > 0.3 else INK,
-            )
-        ax.set_xticks(range(length), labels, rotation=90, fontsize=SMALL)
-        ax.set_yticks(range(length), labels if h == 0 else [], fontsize=SMALL)
-        ax.tick_params(length=0, pad=2)
-        for spine in ax.spines.values():
-            spine.set_color(HEAD_COLOURS[h])
-            spine.set_linewidth(2.0)
-        bg.text(
-            left + length * cell / 2,
-            header,
-            f"head {h + 1}: features {4 * h}-{4 * h + 3}",
-            ha="center",
-            va="center",
-            fontsize=SMALL,
-            color=INK,
-        )
+# ----------------------------------------------------------------------------- the merge
 
-    # the concatenation: 7 rows x (4 + 4) features, each half coloured by its head, then W_O
-    cat_left, cat_cell = 6.62, 0.14
-    arrow(bg, (map_left[1] + length * cell + 0.06, middle), (cat_left - 0.06, middle))
-    for r in range(length):
-        for c in range(8):
-            bg.add_patch(
-                Rectangle(
-                    (cat_left + c * cat_cell, top - (r + 1) * cell),
-                    cat_cell,
-                    cell,
-                    facecolor=HEAD_COLOURS[c // 4],
-                    edgecolor=INK,
-                    lw=0.5,
-                )
-            )
-    cat_mid = cat_left + 4 * cat_cell
-    bg.text(cat_mid, header, "side by side", ha="center", va="center", fontsize=SMALL, color=INK)
-    arrow(bg, (cat_mid, bottom - 0.04), (cat_mid, bottom - 0.5))
-    box(bg, cat_mid, bottom - 0.76, 1.0, 0.44, "× W_O", kind="attention", size=FONT)
-    bg.text(
-        (map_left[0] + map_left[1] + length * cell) / 2,
-        0.08,
-        "a row: how much one word reads from each word (sums to 1); the number: its largest weight",
-        ha="center",
-        va="bottom",
-        fontsize=SMALL,
+
+def merge_figure() -> Figure:
+    """The heads' outputs side by side, times ``W_O``: each head writes through its own rows.
+
+    Top: ``concat`` (7 x 8, head 1's output then head 2's) times ``W_O`` (8 x 8) gives the output.
+    Bottom: the same output as ``out1 @ W_O[0:4] + out2 @ W_O[4:8]``: each head writes into all 8
+    features through its own 4 rows of ``W_O``.
+    """
+    step = example_heads()
+    w_o = example_projections()[3]
+    heads, concat, output = step["heads"], step["concat"], step["output"]
+    norm, cell = _norm(concat, w_o, output), 0.17
+    fig, ax = _page(8.0, 4.7, "Side by side, then W_O: each head writes through its own rows")
+    top = 3.95
+    _word_labels(ax, 0.62, top, words(ENGLISH), cell)
+    _grid(ax, 0.7, top, concat, norm, cell)
+    _text(ax, 0.7 + 4 * cell, top + 0.2, "out1 | out2")
+    _text(ax, 2.3, top - 3.5 * cell, "×", size=FONT)
+    _grid(ax, 2.55, top, w_o, norm, cell)
+    _text(ax, 2.55 + 4 * cell, top + 0.2, "W_O (8 × 8)")
+    _text(ax, 4.15, top - 3.5 * cell, "=", size=FONT)
+    _grid(ax, 4.4, top, output, norm, cell)
+    _text(ax, 4.4 + 4 * cell, top + 0.2, "output")
+    for h in range(2):
+        _frame(ax, 0.7 + 4 * cell * h, top, 4 * cell, 7 * cell, HEAD_COLOURS[h])
+        _frame(ax, 2.55, top - 4 * cell * h, 8 * cell, 4 * cell, HEAD_COLOURS[h])
+    _text(
+        ax,
+        5.95,
+        top - 3.5 * cell,
+        "rows 0-3 of W_O read\nhead 1's features,\nrows 4-7 head 2's",
+        ha="left",
         color=MUTED,
     )
-    bg.text(
-        width / 2,
-        height - 0.05,
-        "Two heads read the same sentence in two ways",
-        ha="center",
+
+    low = 1.85  # the second line: the same output as a sum over the heads
+    left = 0.25
+    for h in range(2):
+        _grid(ax, left, low, heads[h], norm, cell)
+        _frame(ax, left, low, 4 * cell, 7 * cell, HEAD_COLOURS[h])
+        _text(ax, left + 2 * cell, low + 0.2, f"out{h + 1}", color=HEAD_COLOURS[h])
+        _text(ax, left + 4 * cell + 0.15, low - 3.5 * cell, "×", size=FONT)
+        rows = w_o[4 * h : 4 * h + 4]
+        _grid(ax, left + 4 * cell + 0.3, low, rows, norm, cell)
+        _frame(ax, left + 4 * cell + 0.3, low, 8 * cell, 4 * cell, HEAD_COLOURS[h])
+        _text(
+            ax,
+            left + 8 * cell + 0.3,
+            low + 0.2,
+            f"W_O rows {4 * h}-{4 * h + 3}",
+            color=HEAD_COLOURS[h],
+        )
+        sign = "+" if h == 0 else "="
+        _text(ax, left + 12 * cell + 0.45, low - 3.5 * cell, sign, size=FONT)
+        left += 12 * cell + 0.7
+    _grid(ax, left, low, output, norm, cell)
+    _text(ax, left + 4 * cell, low + 0.2, "the same output")
+    _text(
+        ax,
+        0.25,
+        low - 7 * cell - 0.15,
+        "each head's 4 features reach all 8 output features, through its own 4 rows of W_O",
+        ha="left",
         va="top",
-        fontsize=TITLE,
-        color=INK,
+        color=MUTED,
     )
     return fig
 
 
-FIGURES = {"multi_head_heads.svg": heads_figure}
+FIGURES = {
+    "multi_head_why.svg": why_figure,
+    "multi_head_split.svg": split_figure,
+    "multi_head_heads.svg": heads_figure,
+    "multi_head_merge.svg": merge_figure,
+}

@@ -72,13 +72,9 @@ def positional_encoding_figure(d_model: int = 8, span: int = 40) -> Figure:
     waves.text(length / 2 - 0.5, 1.12, "our\nsentence", ha="center", va="bottom", **ink)
     for i, wavelength in enumerate(wavelengths(d_model)):
         colour = LINE_COLOURS[i % len(LINE_COLOURS)]
-        waves.plot(
-            smooth.tolist(),
-            torch.sin(2 * math.pi * smooth / wavelength).tolist(),
-            color=colour,
-            lw=1.6,
-            label=f"column {2 * i}: wavelength {wavelength:,.1f}",
-        )
+        wave = torch.sin(2 * math.pi * smooth / wavelength)
+        label = f"column {2 * i}: wavelength {wavelength:,.1f}"
+        waves.plot(smooth.tolist(), wave.tolist(), color=colour, lw=1.6, label=label)
         waves.plot(range(span + 1), table[:, 2 * i].tolist(), "o", color=colour, markersize=3.5)
     waves.set_xlim(-0.5, span + 0.5)
     waves.set_ylim(-1.15, 2.0)
@@ -88,11 +84,8 @@ def positional_encoding_figure(d_model: int = 8, span: int = 40) -> Figure:
     waves.tick_params(labelsize=_style.SMALL, colors=_style.INK)
     waves.axhline(0, color=_style.MUTED, lw=0.6)
     waves.legend(loc="upper right", fontsize=_style.SMALL, ncol=2, frameon=True, framealpha=0.95)
-    waves.set_title(
-        f"the sine columns of the table, d_model = {d_model}: one wavelength each",
-        fontsize=_style.FONT,
-        color=_style.INK,
-    )
+    title = f"the sine columns of the table, d_model = {d_model}: one wavelength each"
+    waves.set_title(title, fontsize=_style.FONT, color=_style.INK)
     # bottom: the table for the sentence's positions, with its values
     rows = table[:length]  # (T, d_model)
     heat.imshow(rows.tolist(), cmap="RdBu", vmin=-1.6, vmax=1.6, aspect="auto")
@@ -106,12 +99,9 @@ def positional_encoding_figure(d_model: int = 8, span: int = 40) -> Figure:
     heat.tick_params(labelsize=_style.SMALL, colors=_style.INK, length=0)
     heat.set_xlabel("column (pair i = column // 2)", **ink)
     heat.set_ylabel("position p and its word", **ink)
-    heat.set_title(
-        f"the table for our sentence: T × d_model = {length} × {d_model}, "
-        "added to the word vectors",
-        fontsize=_style.FONT,
-        color=_style.INK,
-    )
+    size = f"T × d_model = {length} × {d_model}"
+    title = f"the table for our sentence: {size}, added to the word vectors"
+    heat.set_title(title, fontsize=_style.FONT, color=_style.INK)
     fig.tight_layout(h_pad=1.8)
     return fig
 

@@ -12,7 +12,7 @@ Every name that computes something wrong says so in its docstring, which starts 
 Two helpers (:func:`~.library_vocabulary`, :func:`~.library_training_setup`) are
 correct: they let the same checks run on the library's real pipeline.
 
-The twelve errors of the source documents are in :mod:`.sources`, the seven traps of *The
+The fifteen errors of the source documents are in :mod:`.sources`, the seven traps of *The
 Annotated Transformer* in :mod:`.annotated`; every name is importable from here
 (``errata.constant_positional_table``). Part of the book's harness: nothing in the library imports
 it.
@@ -39,18 +39,22 @@ from .sources import (
     PAPER_TRAINING,
     SOURCE_004_TRAINING_CLAIMS,
     BareAttention,
+    ConvolutionProjection,
     EncoderLayerBareFeedForward,
     EncoderReplacingInput,
     PerHeadModulesAttention,
     PositionalEncodingOnGlobalDevice,
     SoftmaxOverModelWidth,
     TransformerWithUnsetWidth,
+    attention_with_undefined_d_k,
     constant_positional_table,
     cross_attention_key_from_decoder,
     cross_attention_query_from_memory,
     forward_without_masks,
     rnn_flops,
     rnn_step,
+    self_attention_hiding_position_t,
+    single_frequency_positional_table,
 )
 
 # The items of the errata chapter: (key, where the error comes from, what it gets wrong, the check
@@ -120,6 +124,14 @@ ITEMS: tuple[tuple[str, str, str, str], ...] = (
     ),
     ("12", "source 003", "one RNN step costs O(n) in the hidden size n", "check_cost_exponent"),
     (
+        "13",
+        "source 004",
+        "attention divides by sqrt(d_k), a d_k it never defines",
+        "check_attention_scale",
+    ),
+    ("14", "source 001", "Q, K and V 'features after a convolution'", "check_position_wise"),
+    ("15", "source 002", "causal mask that also hides position t from itself", "check_causal"),
+    (
         "AT-1",
         "Annotated Transformer",
         "Post-LN in the text, Pre-LN in the code",
@@ -167,6 +179,7 @@ __all__ = [
     "BareAttention",
     "CLAIMED_RNN_STEP_EXPONENT",
     "CLAIMED_SINUSOID_RANGE",
+    "ConvolutionProjection",
     "DEVICE",
     "EncoderLayerBareFeedForward",
     "EncoderLayerTextSaysPostLN",
@@ -181,6 +194,7 @@ __all__ = [
     "TransformerWithUnsetWidth",
     "accumulate_stepping_scheduler_per_micro_batch",
     "attention_masked_with_minus_1e9",
+    "attention_with_undefined_d_k",
     "constant_positional_table",
     "cross_attention_key_from_decoder",
     "cross_attention_query_from_memory",
@@ -190,6 +204,8 @@ __all__ = [
     "load_split_unverified",
     "rnn_flops",
     "rnn_step",
+    "self_attention_hiding_position_t",
+    "single_frequency_positional_table",
     "smoothed_loss_from_probabilities",
     "toy_corpus",
     "vocabulary_from_all_splits",

@@ -1,4 +1,5 @@
-"""Deliberately WRONG implementations (勘误): the twelve errors of the book's five source documents.
+"""Deliberately WRONG implementations (勘误): the fifteen errors of the book's five source
+documents.
 
 See :mod:`transformer_book.errata`. Every name that computes something wrong says so in its
 docstring, which starts with ``WRONG``.
@@ -335,3 +336,86 @@ def rnn_flops(hidden: int, steps: int = 1, input_size: int | None = None) -> int
         return state
 
     return count_flops(run)
+
+
+# ---------------------------------------------------------------------------------------------
+# 13. Attention scaled by a d_k the function never defines
+# ---------------------------------------------------------------------------------------------
+def attention_with_undefined_d_k(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """WRONG (source 004): the scores are divided by ``math.sqrt(d_k)``, and ``d_k`` is never
+    defined.
+
+    As written, a call raises ``NameError``. With a global ``d_k`` defined elsewhere (an earlier
+    notebook cell, say), it runs, and divides by that number whatever the width of the keys it is
+    given. Correct: ``d_k = k.size(-1)``, as :func:`~.scaled_dot_product_attention` does.
+
+    Shape:
+        q: ``(..., T_q, d_k)``; k: ``(..., T_k, d_k)``; v: ``(..., T_k, d_v)``;
+        output: ``(..., T_q, d_v)``.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # noqa: F821 - WRONG: d_k is a global, if any
+    return torch.softmax(scores, dim=-1) @ v
+
+
+# ---------------------------------------------------------------------------------------------
+# 14. Q, K and V as "features after a convolution" (a claim)
+# ---------------------------------------------------------------------------------------------
+class ConvolutionProjection(nn.Module):
+    """WRONG (source 001's sentence, read literally): a query, key or value made by a convolution.
+
+    A convolution of kernel size 3 slides over the positions, so each output mixes a position with
+    its two neighbours. The paper's projections are linear maps of each position on its own
+    (``nn.Linear``, which source 001's own code uses); only a convolution of kernel size 1 is one.
+
+    Shape:
+        x: ``(B, T, d_in)``; output: ``(B, T, d_out)``.
+    """
+
+    def __init__(self, d_in: int, d_out: int, kernel_size: int = 3) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(d_in, d_out, kernel_size, padding=kernel_size // 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Convolve along the positions: ``(B, T, d)`` -> ``(B, d, T)`` and back."""
+        return self.conv(x.transpose(1, 2)).transpose(1, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# 15. A causal mask that also hides position t itself
+# ---------------------------------------------------------------------------------------------
+def self_attention_hiding_position_t(x: Tensor) -> Tensor:
+    """WRONG (source 002, read literally): at step t the mask hides "q_t, k_t and after".
+
+    Self-attention with queries, keys and values all ``x``, and the mask filled with -1e10 as the
+    source says. Hiding key ``t`` from query ``t`` leaves the first query no key at all: its scores
+    are all -1e10, so its weights come out uniform over every position, the future included (with
+    -inf they would be NaN). Correct: hide only the keys after ``t``, :func:`~.causal_mask`.
+
+    Shape:
+        x: ``(B, T, d)``; output: ``(B, T, d)``.
+    """
+    length = x.size(-2)
+    ones = torch.ones(length, length, dtype=torch.bool, device=x.device)
+    hidden = ones.triu()  # WRONG: the diagonal too, so query t cannot see key t
+    scores = x @ x.transpose(-2, -1) / math.sqrt(x.size(-1))  # (B, T, T)
+    return torch.softmax(scores.masked_fill(hidden, -1e10), dim=-1) @ x
+
+
+# ---------------------------------------------------------------------------------------------
+# The code repository of source 001's English original (chapter 14, Going deeper)
+# ---------------------------------------------------------------------------------------------
+def single_frequency_positional_table(max_len: int, d_model: int) -> Tensor:
+    """WRONG (Odom's repository): the angle ``pos / 10000 ** (dim // d_model)`` is just ``pos``.
+
+    The floor is 0 in every column, as in source 001 (:func:`constant_positional_table`), but here
+    it is the exponent of 10000 alone, so the angle is the position itself in every column: the
+    even columns are all ``sin(pos)``, the odd ones all ``cos(pos)``. The rows differ, but the table
+    has one frequency instead of ``d_model / 2``. Correct: :func:`~.sinusoidal_table`.
+
+    Shape:
+        output: ``(max_len, d_model)``.
+    """
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
+    column = torch.arange(d_model)[None, :]  # (1, d_model)
+    angle = position / 1e4 ** torch.div(column, d_model, rounding_mode="floor")  # WRONG: = position
+    return torch.where(column % 2 == 0, torch.sin(angle), torch.cos(angle))  # (max_len, d_model)

@@ -262,10 +262,11 @@ class PadCollate:
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
-    """The data-order seed of one epoch of a run seeded ``seed`` (``seed * 1000 + epoch``): a new
-    order every epoch, and no order shared by two runs of different seeds (up to 1,000 epochs).
+    """The data-order seed of one epoch of a run seeded ``seed`` (``seed * 1_000_003 + epoch``): a
+    new order every epoch, and no order shared by two runs of different seeds (up to a million
+    epochs). For seed 0 it is the epoch itself.
     """
-    return seed * 1000 + epoch
+    return seed * 1_000_003 + epoch
 
 
 def batch_loader(

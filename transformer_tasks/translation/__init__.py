@@ -17,7 +17,14 @@ from .profiles import (
     translation_profile,
 )
 from .results import save_translation, translation_summary, write_translation_results
-from .score import TranslationEvaluation, evaluate_translation, run_translation, translate
+from .score import (
+    DecodingSweep,
+    TranslationEvaluation,
+    evaluate_translation,
+    run_translation,
+    sweep_decoding,
+    translate,
+)
 from .train import TranslationRun, train_translation
 
 __all__ = [
@@ -25,6 +32,7 @@ __all__ = [
     "TASK",
     "TRANSLATION_PROFILES",
     "DataConfig",
+    "DecodingSweep",
     "ResumeError",
     "TranslationConfig",
     "TranslationData",
@@ -37,6 +45,7 @@ __all__ = [
     "prepare_translation_data",
     "run_translation",
     "save_translation",
+    "sweep_decoding",
     "train_translation",
     "translate",
     "translation_profile",

@@ -64,6 +64,8 @@ def translation_summary(
         "averaged_checkpoints": run.averaged_checkpoints,
         "val_loss_last": round(run.val_loss_last, 4),
         "val_loss_averaged": None if averaged is None else round(averaged, 4),
+        "checkpoint_choice": run.checkpoint_choice,
+        "checkpoint_candidates": {name: round(loss, 4) for name, loss in run.candidates.items()},
         "final_train_loss": round(run.result.final_loss, 4),
         **pick("decode_seconds_greedy", "decode_seconds_beam"),
         "val_history": [_rounded(row) for row in run.val_history],

@@ -147,6 +147,66 @@ class TranslationEvaluation:
         }
 
 
+@dataclass(frozen=True)
+class DecodingSweep:
+    """What :func:`sweep_decoding` measured: BLEU on the given pairs for every setting, and the
+    best.
+
+    Attributes:
+        rows: one dict per setting: ``beam_size``, ``length_penalty``, ``bleu``,
+            ``brevity_penalty``, ``seconds`` (greedy search, ``beam_size`` 1, is one row: the
+            length penalty plays no part).
+        best: the row of highest BLEU among the beam-search rows (the first of equals: the smaller
+            beam, then the smaller penalty, so a tie picks the cheaper setting).
+    """
+
+    rows: list[dict[str, Any]]
+    best: dict[str, Any]
+
+
+def sweep_decoding(
+    model: Transformer,
+    tokenizer: BPETokenizer,
+    pairs: Sequence[tuple[str, str]],
+    beam_sizes: Sequence[int],
+    length_penalties: Sequence[float],
+    decode: DecodeConfig | None = None,
+) -> DecodingSweep:
+    """Score every beam size with every length penalty on ``pairs`` (the validation split: never
+    the test split, whose score must not choose its own settings); ``decode`` gives the length
+    limits.
+    """
+    decode = decode or DecodeConfig()
+    if not pairs:
+        raise ValueError("pairs is empty: sweep_decoding needs (german, english) pairs to score")
+    for size in beam_sizes:
+        check_positive_int("beam_sizes", size)
+    sources = [de for de, _ in pairs]
+    references = [en for _, en in pairs]
+    settings = [(1, decode.length_penalty)]
+    settings += [
+        (size, penalty) for size in sorted(set(beam_sizes)) for penalty in length_penalties
+    ]
+    rows = []
+    for beam_size, penalty in settings:
+        start = time.perf_counter()
+        setting = replace(decode, beam_size=beam_size, length_penalty=penalty)
+        outputs = translate(model, tokenizer, sources, setting)
+        score = corpus_bleu(outputs, references)
+        rows.append(
+            {
+                "beam_size": beam_size,
+                "length_penalty": penalty if beam_size > 1 else None,
+                "bleu": round(score.score, 2),
+                "brevity_penalty": round(score.bp, 3),
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
+    beams = [row for row in rows if row["beam_size"] > 1] or rows
+    best = max(beams, key=lambda row: row["bleu"])  # max keeps the first of equals
+    return DecodingSweep(rows=rows, best=best)
+
+
 def evaluate_translation(
     run: TranslationRun,
     pairs: Sequence[tuple[str, str]] | None = None,

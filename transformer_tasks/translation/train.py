@@ -1,12 +1,13 @@
-"""Steps 2-3 of the translation pipeline: train, then keep the better of the last weights and their
-average.
+"""Steps 2-3 of the translation pipeline: train, then keep the weights of lowest validation loss
+among the last, the averages of the last snapshots and the best one (:func:`choose_weights`).
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +49,16 @@ class TranslationRun:
     training.
 
     Attributes:
-        model: the :class:`~.Transformer` (eval mode): the snapshots' average if it helped, else the
-            last weights.
+        model: the :class:`~.Transformer` (eval mode) with the weights ``checkpoint_choice`` names.
         steps_per_epoch: batches in one pass over ``train_pairs`` (of each process).
-        averaged_checkpoints: snapshots averaged into ``model`` (1: the last weights were kept).
-        val_loss_last, val_loss_averaged: validation loss of the last weights and of the average
-            (``None`` with fewer than two snapshots).
+        averaged_checkpoints: snapshots averaged into ``model`` (1: one snapshot, the last or the
+            best).
+        val_loss_last, val_loss_averaged: validation loss of the last weights and of the average of
+            all the kept snapshots (``None`` with fewer than two snapshots).
+        checkpoint_choice: which weights ``model`` holds: ``"last"``, ``"average of the last k"`` or
+            ``"best, step s"``, the candidate with the lowest validation loss
+            (:func:`choose_weights`).
+        candidates: every candidate's validation loss, by name.
         resumed_from_step: the step of the checkpoint this run continued from (0: it started
             afresh).
     """
@@ -72,6 +77,8 @@ class TranslationRun:
     val_loss_last: float
     val_loss_averaged: float | None
     wall_seconds: float
+    checkpoint_choice: str = "last"
+    candidates: dict[str, float] = field(default_factory=dict)
     checkpoint: Path | None = None
     world_size: int = 1
     resumed_from_step: int = 0
@@ -128,8 +135,7 @@ class TranslationRun:
     @property
     def val_loss(self) -> float:
         """Validation loss of the weights kept in ``model``."""
-        averaged = self.averaged_checkpoints > 1 and self.val_loss_averaged is not None
-        return self.val_loss_averaged if averaged else self.val_loss_last  # type: ignore[return-value]
+        return self.candidates.get(self.checkpoint_choice, self.val_loss_last)
 
     @property
     def decoding(self) -> dict[str, Any]:
@@ -153,20 +159,46 @@ def _epoch_batches(
     )
 
 
+@dataclass
+class _Snapshots:
+    """The weights a run may end with: those of the last ``keep`` evaluations, and those of the
+    best one (the lowest validation loss so far, kept even when it is older than the last
+    ``keep``).
+    """
+
+    keep: int
+    last: list[dict[str, torch.Tensor]] = field(default_factory=list)
+    best: dict[str, torch.Tensor] | None = None
+    best_loss: float = math.inf
+
+    def add(self, weights: dict[str, torch.Tensor], val_loss: float) -> bool:
+        """Keep ``weights`` (of an evaluation with this validation loss); ``True`` if it is the new
+        best.
+        """
+        self.last.append(weights)
+        del self.last[: -self.keep]
+        if not val_loss < self.best_loss:
+            return False
+        self.best = weights
+        self.best_loss = val_loss
+        return True
+
+
 def _train_model(
     data: TranslationData,
     profile: TranslationConfig,
     device: torch.device,
     run_dir: RunDirectory | None,
-) -> tuple[Transformer, TrainResult, list[dict[str, torch.Tensor]]]:
+) -> tuple[Transformer, TrainResult, _Snapshots]:
     """Build the profile's model from ``train.seed`` and train it, or continue ``run_dir``'s run;
-    return the model, the loop's result and the snapshots of the last ``average_last``
-    evaluations.
+    return the model, the loop's result and the snapshots (the last ``average_last`` and the best).
     """
-    keep = profile.average_last
     set_seed(profile.train.seed)
     model = Transformer(profile.model_config(data.tokenizer.vocab_size)).to(device)
-    snapshots = run_dir.restore_snapshots(keep) if run_dir is not None else []
+    snapshots = _Snapshots(profile.average_last)
+    if run_dir is not None:  # a resumed run continues with the snapshots it had
+        snapshots.last = run_dir.restore_snapshots(snapshots.keep)
+        snapshots.best, snapshots.best_loss = run_dir.restore_best()
 
     def batches(epoch: int) -> DataLoader[Batch]:
         return _epoch_batches(data, profile, device, epoch)
@@ -174,10 +206,10 @@ def _train_model(
     def evaluate(m: Transformer) -> dict[str, float]:
         """Validation loss, and a snapshot of the weights (not counted as training time)."""
         metrics = evaluate_loss(m, data.val_batches, device)
-        snapshots.append({k: v.detach().to("cpu", copy=True) for k, v in m.state_dict().items()})
+        weights = {k: v.detach().to("cpu", copy=True) for k, v in m.state_dict().items()}
+        is_best = snapshots.add(weights, metrics["loss"])
         if run_dir is not None:
-            run_dir.save_snapshot(snapshots[-1], keep)
-        del snapshots[:-keep]
+            run_dir.save_snapshot(weights, snapshots.keep, is_best)
         return {"val_loss": metrics["loss"], "val_perplexity": metrics["perplexity"]}
 
     if run_dir is None:
@@ -188,25 +220,50 @@ def _train_model(
     return model, result, snapshots
 
 
-def _keep_average_if_better(
-    model: Transformer,
-    snapshots: list[dict[str, torch.Tensor]],
-    last_loss: float,
-    data: TranslationData,
-    device: torch.device,
-) -> float | None:
-    """Checkpoint averaging: load the snapshots' average into ``model`` if its validation loss is
-    lower than ``last_loss``, the last weights'; return that loss (``None`` with fewer than two
-    snapshots).
+@dataclass(frozen=True)
+class WeightsChoice:
+    """What :func:`choose_weights` decided: the name of the kept candidate, every candidate's
+    validation loss, and how many snapshots the kept weights average (1: a single snapshot).
     """
-    if len(snapshots) < 2:
-        return None
-    last_state = {k: v.clone() for k, v in model.state_dict().items()}
-    model.load_state_dict(_average_state_dicts(snapshots))
-    averaged_loss = evaluate_loss(model, data.val_batches, device)["loss"]
-    if not averaged_loss < last_loss:
-        model.load_state_dict(last_state)
-    return averaged_loss
+
+    name: str
+    candidates: dict[str, float]
+    averaged: int
+
+
+def choose_weights(
+    model: Transformer,
+    snapshots: _Snapshots,
+    eval_history: Sequence[dict[str, float]],
+    val_loss: Callable[[Transformer], float],
+) -> WeightsChoice:
+    """Load into ``model`` the candidate weights with the lowest validation loss, and say which.
+
+    The candidates: the last weights, the average of the last ``k`` snapshots for every ``k`` from
+    2 to ``average_last``, and the best snapshot when it is older than the last. Only the validation
+    split decides, so the test score stays an unbiased estimate. ``val_loss`` scores the model as it
+    is loaded.
+    """
+    losses = [row["val_loss"] for row in eval_history]
+    candidates = {"last": losses[-1]}
+    weights = {"last": snapshots.last[-1]} if snapshots.last else {}
+    for k in range(2, len(snapshots.last) + 1):
+        name = f"average of the last {k}"
+        weights[name] = _average_state_dicts(snapshots.last[-k:])
+        model.load_state_dict(weights[name])
+        candidates[name] = val_loss(model)
+    best_index = losses.index(min(losses))
+    if (
+        snapshots.best is not None and best_index < len(losses) - 1
+    ):  # an older evaluation was better
+        name = f"best, step {int(eval_history[best_index]['step'])}"
+        weights[name] = snapshots.best
+        candidates[name] = snapshots.best_loss
+    chosen = min(candidates, key=candidates.__getitem__)  # the first of equals: "last" wins a tie
+    if chosen in weights:
+        model.load_state_dict(weights[chosen])
+    averaged = int(chosen.rsplit(" ", 1)[-1]) if chosen.startswith("average") else 1
+    return WeightsChoice(name=chosen, candidates=candidates, averaged=averaged)
 
 
 def _resolve_profile(
@@ -235,11 +292,12 @@ def train_translation(
     resume: bool = False,
 ) -> TranslationRun:
     """Steps 1-3 of the pipeline: data (:mod:`~transformer_tasks.multi30k`), tokenizer, training,
-    averaging. ``profile``: a name, a :class:`~.TranslationConfig` (e.g. from
-    :func:`~.apply_overrides`) or ``None`` for :func:`~.default_profile`. ``save``: write the model
-    there (:func:`~.save_translation`, without test results). ``resume``: continue the run whose
-    state ``train.checkpoint_path`` holds, to the weights of the uninterrupted run
-    (:mod:`.checkpoints`; :class:`~.ResumeError` when it does not fit).
+    the choice of weights (:func:`choose_weights`). ``profile``: a name, a
+    :class:`~.TranslationConfig` (e.g. from :func:`~.apply_overrides`) or ``None`` for
+    :func:`~.default_profile`. ``save``: write the model there (:func:`~.save_translation`, without
+    test results). ``resume``: continue the run whose state ``train.checkpoint_path`` holds, to the
+    weights of the uninterrupted run (:mod:`.checkpoints`; :class:`~.ResumeError` when it does not
+    fit).
     """
     wall_start = time.perf_counter()
     torch_device = device if isinstance(device, torch.device) else pick_device(device)
@@ -253,12 +311,13 @@ def train_translation(
             raw = load_multi30k(data_dir)
         data = prepare_translation_data(raw, profile.data)
         model, result, snapshots = _train_model(data, profile, torch_device, run_dir)
-        val_loss_last = result.eval_history[-1]["val_loss"]
-        val_loss_averaged = _keep_average_if_better(
-            model, snapshots, val_loss_last, data, torch_device
+        choice = choose_weights(
+            model,
+            snapshots,
+            result.eval_history,
+            lambda m: evaluate_loss(m, data.val_batches, torch_device)["loss"],
         )
         model.eval()
-    averaged = val_loss_averaged is not None and val_loss_averaged < val_loss_last
     epoch_batches = len(_epoch_batches(data, profile, torch_device, 0))
     run = TranslationRun(
         model=model,
@@ -271,10 +330,12 @@ def train_translation(
         val_pairs=data.val_pairs,
         test_pairs=data.test_pairs,
         steps_per_epoch=max(1, epoch_batches // world),  # each rank takes every world-th batch
-        averaged_checkpoints=len(snapshots) if averaged else 1,
-        val_loss_last=val_loss_last,
-        val_loss_averaged=val_loss_averaged,
+        averaged_checkpoints=choice.averaged,
+        val_loss_last=choice.candidates["last"],
+        val_loss_averaged=choice.candidates.get(f"average of the last {len(snapshots.last)}"),
         wall_seconds=time.perf_counter() - wall_start,
+        checkpoint_choice=choice.name,
+        candidates=choice.candidates,
         world_size=world,
         resumed_from_step=run_dir.step if run_dir is not None else 0,
     )

@@ -136,3 +136,68 @@ def test_book_workflow_publishes_the_built_site_from_main() -> None:
     assert deploy["needs"] == "build"
     assert deploy["environment"]["name"] == "github-pages"
     assert [step["uses"].split("@")[0] for step in deploy["steps"]] == ["actions/deploy-pages"]
+
+
+_PYTHON_C = re.compile(r"python -c (\"([^\"]*)\"|'([^']*)')")
+_PYTHON_M = re.compile(r"python -m ([\w.]+)")
+_PYTHON_SCRIPT = re.compile(r"python ([\w./-]+\.py)\b")
+
+
+def _python_steps() -> list[tuple[str, str, str]]:
+    """Every Python that a workflow step runs: ``(workflow, kind, what)``, kind ``-c``, ``-m`` or
+    ``script``.
+    """
+    found = []
+    for name in ("book.yml", "tests.yml"):
+        for command in _commands(_load(name)):
+            for match in _PYTHON_C.finditer(command):
+                found.append((name, "-c", match.group(2) or match.group(3)))
+            found += [(name, "-m", module) for module in _PYTHON_M.findall(command)]
+            found += [(name, "script", path) for path in _PYTHON_SCRIPT.findall(command)]
+    return found
+
+
+def _check_snippet(code: str) -> None:
+    """Import every module ``code`` imports, and check that each imported name is there."""
+    import ast
+    import importlib
+
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                importlib.import_module(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            module = importlib.import_module(node.module or "")
+            for alias in node.names:
+                assert hasattr(module, alias.name), f"{node.module} has no {alias.name}"
+
+
+def test_the_workflows_python_steps_name_what_exists() -> None:
+    """What the steps' Python imports, runs as a module or as a script exists, so that moving a
+    module fails here rather than at the workflow's own step (a string check would not notice).
+    """
+    import importlib.util
+
+    steps = _python_steps()
+    assert any(kind == "-c" for _, kind, _ in steps), "the test workflow's download step"
+    for workflow, kind, what in steps:
+        if kind == "-m":
+            assert importlib.util.find_spec(what) is not None, f"{workflow}: python -m {what}"
+        elif kind == "script":
+            assert (ROOT / what).is_file(), f"{workflow}: python {what}"
+        else:
+            _check_snippet(what)
+
+
+def test_the_python_step_check_fails_for_a_moved_module_or_name() -> None:
+    """The check fails for the download step as it was before Multi30k's module moved (issue 34),
+    and for a name its module does not have.
+    """
+    old = "from transformer_lib.multi30k import ensure_files; ensure_files()"
+    match = _PYTHON_C.search(f'.venv/bin/python -c "{old}"')
+    assert match is not None and match.group(2) == old
+    with pytest.raises(ModuleNotFoundError):
+        _check_snippet(old)
+    with pytest.raises(AssertionError, match="has no ensure_all"):
+        _check_snippet("from transformer_tasks.multi30k import ensure_all")
+    _check_snippet("from transformer_tasks.multi30k import ensure_files")

@@ -57,3 +57,17 @@ def tiny_model(tiny_config: Callable[..., TransformerConfig]) -> Callable[..., T
         return Transformer(tiny_config(**overrides)).double().eval()
 
     return make
+
+
+@pytest.fixture(scope="session")
+def copy_trained() -> tuple[Transformer, Any, list[str]]:
+    """One tiny trained model for the whole session: 2 + 2 layers, ``d_model`` 64, one table for
+    both embeddings and the output layer (as chapter 11's), taught to copy real German sentences
+    for 200 steps and left in training mode; its BPE tokenizer and the sentences.
+
+    The ONNX export's and the browser model's tests share it (each trained its own before). Tests
+    must leave it as they found it (``eval_mode`` restores the mode; nothing changes its weights).
+    """
+    from helpers import copy_model
+
+    return copy_model(d_model=64, steps=200, share_embeddings=True)

@@ -18,12 +18,12 @@ import numpy as np
 import onnx
 import pytest
 import torch
-from test_export import copy_model
 
 from transformer_book.browser_model import (
     SITE_FILES,
     WEIGHTS,
     build_browser_model,
+    export_graphs,
     hint_words,
     load_sessions,
     onnx_beam,
@@ -44,13 +44,19 @@ INT8_ATOL = 0.05  # int8 weights move an attention weight by a few hundredths (m
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def built(
+    tmp_path_factory: pytest.TempPathFactory, copy_trained: tuple[Any, ...]
+) -> dict[str, Any]:
     # one table for the embeddings and the output layer, as chapter 11's model
-    model, tokenizer, sentences = copy_model(d_model=64, steps=200, share_embeddings=True)
+    model, tokenizer, sentences = copy_trained
     folders = {kind: tmp_path_factory.mktemp(kind) for kind in ("int8", "float32")}
     settings = LIMITS | {"examples": sentences[:2], "hint_words": HINTS, "trained": {"steps": 200}}
+    graphs = tmp_path_factory.mktemp("graphs")
+    export_graphs(model, graphs)  # one export (the slow part) for both builds
     sizes = {
-        kind: build_browser_model(model, tokenizer, folder, settings, quantise=kind == "int8")
+        kind: build_browser_model(
+            model, tokenizer, folder, settings, quantise=kind == "int8", graphs=graphs
+        )
         for kind, folder in folders.items()
     }
     return {

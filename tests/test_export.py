@@ -9,7 +9,6 @@ of different lengths in one padded batch.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,52 +19,25 @@ import torch
 
 from transformer_book.browser_model import onnx_greedy
 from transformer_lib import (
-    Batch,
-    Transformer,
-    TransformerConfig,
     greedy_decode,
     make_batch,
     save_checkpoint,
-    sequence_loss,
-    train_bpe_tokenizer,
 )
-from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.eval_mode import eval_mode
-from transformer_tasks import export_onnx, load_split
+from transformer_tasks import export_onnx
 from transformer_tasks.cli import main
 from transformer_tasks.translation.data import checkpoint_metadata
 
 ATOL = 1e-4  # float32 logits of ONNX Runtime against PyTorch's (measured: at most 4e-6)
-SENTENCES = [
-    "Ein Mann fährt Fahrrad.",
-    "Zwei Hunde spielen im Schnee.",
-    "Eine Frau mit einem roten Hut sitzt auf einer Bank im Park.",
-    "Kinder.",
-    "Ein kleines Mädchen klettert in ein Spielhaus aus Holz.",
-    "Mehrere Männer mit Schutzhelmen bedienen ein Antriebsradsystem.",
-]
-ENGLISH = [
-    "A man rides a bike.",
-    "Two dogs play in the snow.",
-    "A woman sits on a bench.",
-    "Children.",
-]
-
-
-def _sentences() -> tuple[list[str], list[str]]:
-    """(sentences to train the tokenizer on, German sentences to translate)."""
-    folder = os.environ.get("MULTI30K_DIR")
-    if not folder:
-        return SENTENCES + ENGLISH, SENTENCES
-    train, test = load_split("train", folder)[:500], load_split("test_2016_flickr", folder)[:6]
-    return [s for pair in train for s in pair], [de for de, _ in test]
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def exported(
+    tmp_path_factory: pytest.TempPathFactory, copy_trained: tuple[Any, ...]
+) -> dict[str, Any]:
     """The exported files, the model (still in training mode) and a padded batch of real
     sentences."""
-    model, tokenizer, sentences = copy_model(d_model=32)
+    model, tokenizer, sentences = copy_trained
     ids = tokenizer.encode_batch(sentences)
     paths = export_onnx(model, tokenizer, tmp_path_factory.mktemp("onnx"))
     batch = make_batch(ids, ids[::-1], tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
@@ -77,44 +49,6 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "batch": batch,
         "sessions": sessions,
     }
-
-
-def copy_model(
-    d_model: int, steps: int = 150, **settings: Any
-) -> tuple[Transformer, BPETokenizer, list[str]]:
-    """A 2 + 2-layer model (dropout on, left in training mode) taught to copy real German sentences
-    a little, its BPE tokenizer, and the sentences. ``settings``: more fields of its
-    :class:`~.TransformerConfig`."""
-    corpus, sentences = _sentences()
-    tokenizer = train_bpe_tokenizer(corpus, vocab_size=1000, min_frequency=1)
-    torch.manual_seed(0)
-    vocab = tokenizer.vocab_size
-    sizes = {
-        "d_model": d_model,
-        "num_heads": 4,
-        "d_ff": 2 * d_model,
-        "num_encoder_layers": 2,
-        "num_decoder_layers": 2,
-    }
-    config = TransformerConfig(
-        src_vocab_size=vocab, tgt_vocab_size=vocab, dropout=0.1, max_len=128, **sizes | settings
-    )
-    model, ids = Transformer(config), tokenizer.encode_batch(sentences)
-    _learn_to_copy(
-        model, make_batch(ids, ids, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id), steps
-    )
-    return model, tokenizer, sentences
-
-
-def _learn_to_copy(model: Transformer, batch: Batch, steps: int = 150) -> None:
-    """Train ``model`` a little to copy its sources, so that greedy decoding ends rows at different
-    lengths."""
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(steps):
-        loss = sequence_loss(model(batch.src, batch.tgt_in), batch.tgt_out, pad_id=0)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
 
 
 def _save(exported: dict[str, Any], folder: Path) -> Path:

@@ -555,8 +555,10 @@ def test_time_budget_ends_training(multi30k_dir: Path) -> None:
         ],
     )
     result = translation.run_translation(multi30k_dir, profile=tiny, device="cpu")
+    # No upper bound on a busy machine's clock (a step can stall for seconds there);
+    # test_training.py checks on a clock of its own that the run stops at the first step past it.
     assert result["stop_reason"] == "time_budget"
-    assert 1.0 <= result["train_seconds"] < 8.0
+    assert result["train_seconds"] >= 1.5
     assert result["steps"] < 100_000 and result["test_pairs"] == 8
 
 

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 import warnings
 from collections import Counter
@@ -48,6 +49,7 @@ from .attention_maps import AttentionRecorder, record_attention
 
 __all__ = [
     "build_browser_model",
+    "export_graphs",
     "hint_words",
     "prepare_input",
     "pytorch_maps",
@@ -138,7 +140,7 @@ def _export(
     program.save(str(path), external_data=False)
 
 
-def _export_graphs(model: Transformer, folder: Path) -> None:
+def export_graphs(model: Transformer, folder: Path) -> None:
     """``encoder.onnx`` and ``decoder.onnx``, float32, with the attention outputs.
 
     The batch and both lengths are dynamic (lengths up to ``config.max_len``, the positional
@@ -293,13 +295,16 @@ def build_browser_model(
     folder: str | os.PathLike[str],
     settings: dict[str, Any],
     quantise: bool = True,
+    graphs: str | os.PathLike[str] | None = None,
 ) -> dict[str, int]:
     """Write the files of ``SITE_FILES`` into ``folder``; returns each file's size in bytes.
 
     ``settings``: what ``config.json`` carries besides the special ids and ``max_len``, e.g.
     ``max_len_a``, ``max_len_b``, ``beam_size``, ``length_penalty``, ``examples`` (German
     sentences the page offers to click), ``hint_words`` and ``trained``. ``quantise=False`` keeps
-    float32 weights (to compare with).
+    float32 weights (to compare with). ``graphs``: a folder where :func:`export_graphs` wrote this
+    model's two graphs, so that the int8 and float32 files come from one export (the slow part);
+    ``None`` exports them now.
     """
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
@@ -309,7 +314,11 @@ def build_browser_model(
     parent = folder.parent if folder.parent.is_dir() else None
     with tempfile.TemporaryDirectory(dir=parent) as tmp:
         work = Path(tmp)
-        _export_graphs(model, work)
+        if graphs is None:
+            export_graphs(model, work)
+        else:
+            for name in GRAPHS:
+                shutil.copyfile(Path(graphs) / f"{name}.onnx", work / f"{name}.onnx")
         (work / "tokenizer.json").write_text(tokenizer.to_json_str(), encoding="utf-8")
         if quantise:
             _quantise(work)

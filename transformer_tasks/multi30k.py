@@ -105,7 +105,7 @@ def _fetch(url: str, name: str, folder: Path, out: Path, timeout: float) -> None
     :class:`~.DownloadError`.
     """
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response, open(out, "wb") as handle:  # noqa: S310
+        with urllib.request.urlopen(url, timeout=timeout) as response, open(out, "wb") as handle:
             expected_length = response.headers.get("Content-Length")
             shutil.copyfileobj(response, handle)
             received = handle.tell()

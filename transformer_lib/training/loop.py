@@ -250,9 +250,11 @@ class _Run:
             return linear_decay_schedule(
                 optimizer, config.lr, config.warmup_steps, config.max_steps, time_used
             )
-        # The paper's formula scales by d_model ** -0.5, and noam_factor(d_model) by its inverse:
-        # the rate peaks at config.lr whatever the width, so the loop writes it with d_model = 1.
-        return noam_schedule(optimizer, 1, config.warmup_steps, config.noam_factor(1))
+        # The paper's formula scales by d_model ** -0.5 and noam_factor(d_model) by its inverse, so
+        # the rate peaks at config.lr whatever the width; the library's model gives its own width
+        # (the rates then round exactly as the paper's formula does), any other model 1.
+        d_model = self.model.config.d_model if isinstance(self.model, Transformer) else 1
+        return noam_schedule(optimizer, d_model, config.warmup_steps, config.noam_factor(d_model))
 
     def finished(self) -> bool:
         """Whether the run must stop: early stopping, an empty epoch, or a step, epoch or time

@@ -2,8 +2,8 @@
 teaches.
 
 ``MultiHeadAttention`` calls it when the weights are asked for, PyTorch's fused kernel otherwise
-(tested equal). It checks nothing: its callers check their inputs where they enter (shapes that do
-not fit fail in the matrix product, with PyTorch's message).
+(tested equal). A public function that the chapters call directly, it checks its arguments (host
+work on shapes only, no values read back).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from ..validation import check_mask, check_probability
 
 
 def scaled_dot_product_attention(
@@ -30,8 +32,19 @@ def scaled_dot_product_attention(
         dimensions (batch, heads) broadcast. mask: bool, ``True`` = may attend, to
         ``(..., T_q, T_k)``. output: ``(..., T_q, d_v)``; weights: ``(..., T_q, T_k)``.
     """
+    if query.size(-1) != key.size(-1):
+        raise ValueError(
+            "query and key must have the same last dimension d_k, got "
+            f"{query.size(-1)} and {key.size(-1)}"
+        )
+    if key.size(-2) != value.size(-2):
+        raise ValueError(
+            f"key and value must have the same length T_k, got {key.size(-2)} and {value.size(-2)}"
+        )
+    check_probability("dropout_p", dropout_p)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (..., T_q, T_k)
     if mask is not None:
+        check_mask("mask", mask, tuple(scores.shape))
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)  # (..., T_q, T_k)
     if mask is not None:

@@ -34,7 +34,8 @@ MIN_CONTRAST = 4.5  # WCAG's ratio for normal text
 # --- boxes that scroll sideways ------------------------------------------------------------------
 
 # Every box of preformatted text of the article that the reader can see, with what it is: "code"
-# (a code cell), "output" (a cell's stored output) or "command" (a code block of the prose), the
+# (a code cell), "output" (a cell's stored output), "diagram" (a ```text block of the prose, whose
+# columns a wrap would mix) or "command" (another code block of the prose), the
 # index of its code cell among the page's cells (-1 outside cells), how many pixels it overflows,
 # and its longest line.
 WIDE_BOXES = """() => {
@@ -42,7 +43,8 @@ WIDE_BOXES = """() => {
   return [...document.querySelectorAll('.bd-article pre')]
     .filter(pre => pre.getClientRects().length > 0 && pre.scrollWidth > pre.clientWidth + 1)
     .map(pre => ({
-      kind: pre.closest('.cell_output') ? 'output' : pre.closest('.cell_input') ? 'code' : 'command',
+      kind: pre.closest('.cell_output') ? 'output' : pre.closest('.cell_input') ? 'code'
+            : pre.closest('div.highlight-text') ? 'diagram' : 'command',
       cell: cells.indexOf(pre.closest('div.cell')),
       overflow: pre.scrollWidth - pre.clientWidth,
       line: pre.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 100),
@@ -64,14 +66,19 @@ def _where(cell: int, cells: list[int]) -> str:
     return f"cell {cells[cell]}" if 0 <= cell < len(cells) else "the prose"
 
 
-def wide_boxes(page: Any, path: str) -> list[str]:
-    """Boxes that scroll sideways at the page's width, collapsed ones (the quiz answers) opened."""
+def wide_boxes(page: Any, path: str, may_scroll: tuple[str, ...] = ()) -> list[str]:
+    """Boxes that scroll sideways at the page's width, collapsed ones (the quiz answers) opened.
+
+    ``may_scroll``: kinds of box left out (a phone may scroll a ``"diagram"``: wrapped, it would
+    not read at all).
+    """
     page.evaluate(OPEN_ALL)
     cells = notebook_cells(path)
     return [
         f"a {box['kind']} box of {_where(box['cell'], cells)} scrolls sideways ({box['overflow']} px too "
         f"wide); its longest line: {box['line']!r}"
         for box in page.evaluate(WIDE_BOXES)
+        if box["kind"] not in may_scroll
     ]
 
 

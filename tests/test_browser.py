@@ -460,6 +460,22 @@ def test_page_at_phone_width(browser: Any, site_url: str, path: str) -> None:
     assert not problems, f"{path}.html at {PHONE['width']} px:\n  " + "\n  ".join(problems)
 
 
+@pytest.mark.parametrize("path", PAGES)
+def test_no_box_scrolls_sideways_at_phone_width(browser: Any, site_url: str, path: str) -> None:
+    """At a phone's width no box of code, output or commands hides a line's end behind a sideways
+    scroll (the quiz answers opened; code wraps there: _book_static/code_width.css), and nothing
+    widens the page past the screen. A text diagram may scroll: wrapped, its columns would mix."""
+    page, _ = _open(browser, site_url, path + ".html", viewport=PHONE)
+    try:
+        problems = wide_boxes(page, path, may_scroll=("diagram",))
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        if overflow > 1:
+            problems.append(f"the page is {overflow} px wider than the phone's screen")
+    finally:
+        page.context.close()
+    assert not problems, f"{path}.html at {PHONE['width']} px:\n  " + "\n  ".join(problems)
+
+
 def test_the_landing_page_shows_the_architecture_figure(browser: Any, site_url: str) -> None:
     page, log = _open(browser, site_url, "intro.html")
     try:

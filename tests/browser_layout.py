@@ -5,7 +5,7 @@ each (empty: none):
 
 - :func:`wide_boxes`: boxes of code, output or commands that scroll sideways (the reader would
   have to scroll to read a line's end);
-- :func:`search_off_screen`: the search box missing from the page's first screen;
+- :func:`search_off_screen`: the search box missing from the page's first screen, or covered there;
 - :func:`plotly_layout`: a Plotly figure's text cut at the figure's edge, or two texts drawn on
   top of each other (a title on a tick, an axis title on the slider), for every title the
   figure's slider can show;
@@ -84,19 +84,28 @@ def wide_boxes(page: Any, path: str, may_scroll: tuple[str, ...] = ()) -> list[s
 
 # --- the search box -----------------------------------------------------------------------------
 
+# Each search box or button shown, its box, and whether its centre is the box itself (not covered
+# by another element, which would take the click).
 SEARCH = """() => [...document.querySelectorAll('.search-button-field, .search-button')]
   .filter(el => el.offsetParent !== null)
   .map(el => { const r = el.getBoundingClientRect();
-               return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; })"""
+               const hit = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2);
+               return {top: r.top, bottom: r.bottom, left: r.left, right: r.right,
+                       clickable: !!hit && el.contains(hit)}; })"""
 
 
 def search_off_screen(page: Any) -> list[str]:
-    """Unless a search box or button is visible within the first screen (the page not scrolled)."""
+    """Unless a search box or button is visible, and not covered, within the first screen (the page
+    not scrolled)."""
     page.evaluate("window.scrollTo(0, 0)")
     width, height = page.evaluate("[window.innerWidth, window.innerHeight]")
     boxes = page.evaluate(SEARCH)
     seen = [b for b in boxes if b["top"] >= 0 and b["bottom"] <= height and b["left"] >= 0 and b["right"] <= width]
-    return [] if seen else [f"no search box on the first screen ({len(boxes)} shown, all out of view)"]
+    if not seen:
+        return [f"no search box on the first screen ({len(boxes)} shown, all out of view)"]
+    if not any(b["clickable"] for b in seen):
+        return ["the search box on the first screen is covered by another element"]
+    return []
 
 
 # --- Plotly figures -----------------------------------------------------------------------------

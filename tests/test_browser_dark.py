@@ -92,32 +92,38 @@ EXPLORER_SETTLED = """() => ['done', 'error'].includes(
   document.querySelector('div.attention-explorer').dataset.state)"""
 
 
-def test_the_attention_box_of_chapter_3_reads_in_the_dark_theme(
+def _explorer_drawn(page: Any, box: Any) -> None:
+    """Chapter 3's box draws its map of the running example once the model has loaded."""
+    page.wait_for_function(EXPLORER_SETTLED, timeout=120_000)
+    assert box.evaluate("el => el.dataset.state") == "done", box.inner_text()
+
+
+def _translator_drawn(page: Any, box: Any) -> None:
+    """Chapter 11's box draws its map once it has translated a sentence."""
+    assert _wait_until_loaded(page) == "ready", box.inner_text()
+    _translate(page, "Zwei Hunde spielen im Gras.")
+
+
+# {page: (the box, what makes it draw its map)}
+BOXES = {
+    "chapters/03_attention_and_masks": ("div.attention-explorer", _explorer_drawn),
+    "chapters/11_translation": ("div.translator", _translator_drawn),
+}
+
+
+@pytest.mark.parametrize("path", list(BOXES))
+def test_the_live_boxs_map_reads_in_the_dark_theme(
     browser: Any,  # noqa: F811 (the fixture)
     site_url: str,  # noqa: F811
+    path: str,
 ) -> None:
-    page, log = _open(browser, site_url, "chapters/03_attention_and_masks.html", init_script=DARK)
+    selector, draw = BOXES[path]
+    page, log = _open(browser, site_url, path + ".html", init_script=DARK)
     try:
-        box = page.locator("div.attention-explorer").first
+        box = page.locator(selector).first
         box.evaluate(SCROLL)
-        page.wait_for_function(EXPLORER_SETTLED, timeout=120_000)
-        assert box.evaluate("el => el.dataset.state") == "done", box.inner_text()
+        draw(page, box)
         problems = map_problems(box) + log.problems()
-    finally:
-        page.context.close()
-    assert not problems, problems
-
-
-def test_the_translators_map_reads_in_the_dark_theme(
-    browser: Any,  # noqa: F811 (the fixture)
-    site_url: str,  # noqa: F811
-) -> None:
-    page, log = _open(browser, site_url, "chapters/11_translation.html", init_script=DARK)
-    try:
-        page.locator("div.translator").evaluate(SCROLL)
-        assert _wait_until_loaded(page) == "ready", page.inner_text("div.translator")
-        _translate(page, "Zwei Hunde spielen im Gras.")
-        problems = map_problems(page.locator("div.translator")) + log.problems()
     finally:
         page.context.close()
     assert not problems, problems
@@ -168,7 +174,7 @@ def test_every_plotly_figure_is_drawn_on_its_own_card_in_the_dark_theme(
 
 # A matplotlib SVG's first patch is the figure's background.
 BACKGROUND = re.compile(r'<g id="patch_1">\s*<path [^>]*?style="fill:\s*(#[0-9a-f]{6})')
-WHITE_HEX = "#ffffff"
+WHITE = "#ffffff"
 
 
 def _figure_backgrounds() -> list[tuple[str, int, str | None]]:
@@ -188,5 +194,5 @@ def _figure_backgrounds() -> list[tuple[str, int, str | None]]:
 def test_every_stored_matplotlib_figure_is_an_opaque_white_card() -> None:
     figures = _figure_backgrounds()
     assert len(figures) >= 20, f"only {len(figures)} SVG figures stored in the chapters"
-    wrong = [f"{name} cell {i}: background {fill}" for name, i, fill in figures if fill != WHITE_HEX]
+    wrong = [f"{name} cell {i}: background {fill}" for name, i, fill in figures if fill != WHITE]
     assert not wrong, "figures that lie transparent on the dark page:\n  " + "\n  ".join(wrong)

@@ -73,7 +73,12 @@
     ort.env.wasm.wasmBinary = bytes.runtime;
     ort.env.wasm.numThreads = 1;  // threads need a cross-origin-isolated page, which a static site is not
     const text = (b) => JSON.parse(new TextDecoder().decode(b));
-    const options = { externalData: [{ path: "weights.bin", data: bytes.weights }] };
+    const options = {
+      externalData: [{ path: "weights.bin", data: bytes.weights }],
+      // the int8 weights dequantised once, at load time, as constants: float32 arithmetic from then
+      // on, as transformer_book.browser_model.load_sessions asks of ONNX Runtime in Python
+      extra: { session: { disable_quant_qdq: "1" } },
+    };
     const encoder = await ort.InferenceSession.create(bytes.encoder, options);
     const decoder = await ort.InferenceSession.create(bytes.decoder, options);
     let queue = Promise.resolve();  // one run at a time: two boxes of a page share the sessions

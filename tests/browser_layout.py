@@ -6,7 +6,7 @@ each (empty: none):
 
 - :func:`wide_boxes`: boxes of code, output or commands that scroll sideways (the reader would
   have to scroll to read a line's end);
-- :func:`search_off_screen`: the search box missing from the page's first screen;
+- :func:`search_off_screen`: the search box missing from the page's first screen, or covered there;
 - :func:`plotly_layout`: a Plotly figure's text cut at the figure's edge, or two texts drawn on
   top of each other (a title on a tick, an axis title on the slider), for every title the
   figure's slider can show;
@@ -35,7 +35,8 @@ MIN_CONTRAST = 4.5  # WCAG's ratio for normal text
 # --- boxes that scroll sideways ------------------------------------------------------------------
 
 # Every box of preformatted text of the article that the reader can see, with what it is: "code"
-# (a code cell), "output" (a cell's stored output) or "command" (a code block of the prose), the
+# (a code cell), "output" (a cell's stored output), "diagram" (a ```text block of the prose, whose
+# columns a wrap would mix) or "command" (another code block of the prose), the
 # index of its code cell among the page's cells (-1 outside cells), how many pixels it overflows,
 # and its longest line.
 WIDE_BOXES = """() => {
@@ -44,7 +45,8 @@ WIDE_BOXES = """() => {
     .filter(pre => pre.getClientRects().length > 0 && pre.scrollWidth > pre.clientWidth + 1)
     .map(pre => ({
       kind: pre.closest('.cell_output') ? 'output'
-        : pre.closest('.cell_input') ? 'code' : 'command',
+        : pre.closest('.cell_input') ? 'code'
+        : pre.closest('div.highlight-text') ? 'diagram' : 'command',
       cell: cells.indexOf(pre.closest('div.cell')),
       overflow: pre.scrollWidth - pre.clientWidth,
       line: pre.textContent.split('\\n')
@@ -69,27 +71,38 @@ def _where(cell: int, cells: list[int]) -> str:
     return f"cell {cells[cell]}" if 0 <= cell < len(cells) else "the prose"
 
 
-def wide_boxes(page: Any, path: str) -> list[str]:
-    """Boxes that scroll sideways at the page's width, collapsed ones (the quiz answers) opened."""
+def wide_boxes(page: Any, path: str, may_scroll: tuple[str, ...] = ()) -> list[str]:
+    """Boxes that scroll sideways at the page's width, collapsed ones (the quiz answers) opened.
+
+    ``may_scroll``: kinds of box left out (a phone may scroll a ``"diagram"``: wrapped, it would
+    not read at all).
+    """
     page.evaluate(OPEN_ALL)
     cells = notebook_cells(path)
     return [
         f"a {box['kind']} box of {_where(box['cell'], cells)} scrolls sideways "
         f"({box['overflow']} px too wide); its longest line: {box['line']!r}"
         for box in page.evaluate(WIDE_BOXES)
+        if box["kind"] not in may_scroll
     ]
 
 
 # --- the search box -----------------------------------------------------------------------------
 
+# Each search box or button shown, its box, and whether its centre is the box itself (not covered
+# by another element, which would take the click).
 SEARCH = """() => [...document.querySelectorAll('.search-button-field, .search-button')]
   .filter(el => el.offsetParent !== null)
   .map(el => { const r = el.getBoundingClientRect();
-               return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; })"""
+               const hit = document.elementFromPoint((r.left + r.right) / 2,
+                                                     (r.top + r.bottom) / 2);
+               return {top: r.top, bottom: r.bottom, left: r.left, right: r.right,
+                       clickable: !!hit && el.contains(hit)}; })"""
 
 
 def search_off_screen(page: Any) -> list[str]:
-    """Unless a search box or button is visible within the first screen (the page not scrolled)."""
+    """Unless a search box or button is visible, and not covered, within the first screen (the page
+    not scrolled)."""
     page.evaluate("window.scrollTo(0, 0)")
     width, height = page.evaluate("[window.innerWidth, window.innerHeight]")
     boxes = page.evaluate(SEARCH)
@@ -98,9 +111,11 @@ def search_off_screen(page: Any) -> list[str]:
         for b in boxes
         if b["top"] >= 0 and b["bottom"] <= height and b["left"] >= 0 and b["right"] <= width
     ]
-    return (
-        [] if seen else [f"no search box on the first screen ({len(boxes)} shown, all out of view)"]
-    )
+    if not seen:
+        return [f"no search box on the first screen ({len(boxes)} shown, all out of view)"]
+    if not any(b["clickable"] for b in seen):
+        return ["the search box on the first screen is covered by another element"]
+    return []
 
 
 # --- Plotly figures -----------------------------------------------------------------------------

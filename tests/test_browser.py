@@ -539,6 +539,48 @@ def test_page_at_phone_width(browser: Any, site_url: str, path: str) -> None:
     assert not problems, f"{path}.html at {PHONE['width']} px:\n  " + "\n  ".join(problems)
 
 
+@pytest.mark.parametrize("path", PAGES)
+def test_no_box_scrolls_sideways_at_phone_width(browser: Any, site_url: str, path: str) -> None:
+    """At a phone's width no box of code, output or commands hides a line's end behind a sideways
+    scroll (the quiz answers opened; code wraps there: _book_static/code_width.css), and nothing
+    widens the page past the screen. A text diagram may scroll: wrapped, its columns would mix."""
+    page, _ = _open(browser, site_url, path + ".html", viewport=PHONE)
+    try:
+        problems = wide_boxes(page, path, may_scroll=("diagram",))
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        if overflow > 1:
+            problems.append(f"the page is {overflow} px wider than the phone's screen")
+    finally:
+        page.context.close()
+    assert not problems, f"{path}.html at {PHONE['width']} px:\n  " + "\n  ".join(problems)
+
+
+def test_search_works_from_the_first_screen_of_the_last_chapter(
+    browser: Any, site_url: str
+) -> None:
+    """The theme scrolls the sidebar to the current chapter, which took its search box (the only
+    one at 1280 px) off the first screen of chapters 3-15 (sidebar.css keeps it there): on the last
+    chapter's page, the box on the first screen opens the search dialog, and a word finds the pages
+    that hold it."""
+    last = [path for path in PAGES if path.startswith("chapters/")][-1]
+    page, log = _open(browser, site_url, last + ".html")
+    try:
+        assert not search_off_screen(page), search_off_screen(page)
+        page.locator(".search-button-field").locator("visible=true").first.click()
+        typed = page.evaluate("() => document.activeElement.name")
+        assert typed == "q", f"the click left the focus on {typed!r}, not the search field"
+        page.keyboard.type("softmax")
+        page.keyboard.press("Enter")
+        page.wait_for_url("**/search.html?q=softmax*")
+        page.wait_for_function("() => document.querySelectorAll('#search-results li').length > 0")
+        found = page.locator("#search-results li").all_inner_texts()
+        problems = log.problems()
+    finally:
+        page.context.close()
+    assert any("Glossary" in text for text in found), found
+    assert not problems, problems
+
+
 def test_the_landing_page_shows_the_architecture_figure(browser: Any, site_url: str) -> None:
     page, log = _open(browser, site_url, "intro.html")
     try:

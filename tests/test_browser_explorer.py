@@ -41,6 +41,7 @@ PAIRS = [
     ),
 ]
 ATOL = 1e-4
+SCROLL = "el => el.scrollIntoView({block: 'start'})"  # no wait for a box that is loading to settle
 MAPS = """box => { const m = box.attentionMaps;
   const plain = (x) => ({dims: x.dims, data: Array.from(x.data)});
   return {source: m.source, target: m.target, encoder: plain(m.encoder), decoder: plain(m.decoder),
@@ -120,7 +121,7 @@ def _open_boxes(
     init_script: str | None = None,
 ) -> Any:
     page, log = _open(browser, url, PAGE, viewport=viewport, init_script=init_script)
-    page.locator(BOX).first.scroll_into_view_if_needed()
+    page.locator(BOX).first.evaluate(SCROLL)
     return page, log
 
 
@@ -195,7 +196,7 @@ def test_each_box_opens_on_its_view_and_a_long_map_scrolls_in_its_box(
     page, log = _open_boxes(browser, test_url, PHONE)
     try:
         for index in range(3):
-            page.locator(BOX).nth(index).scroll_into_view_if_needed()
+            page.locator(BOX).nth(index).evaluate(SCROLL)
             assert _wait(page, index) == "done"
         views = page.eval_on_selector_all(
             BOX, "els => els.map(el => el.querySelector('select[name=view]').value)"
@@ -355,7 +356,7 @@ def test_every_built_page_with_the_directive_loads_its_boxes(browser: Any, test_
         try:
             boxes = page.locator(BOX)
             for index in range(boxes.count()):
-                boxes.nth(index).scroll_into_view_if_needed()
+                boxes.nth(index).evaluate(SCROLL)
                 assert _wait(page, index) == "done", f"{path}: {boxes.nth(index).inner_text()}"
             problems = log.problems()
         finally:

@@ -2,22 +2,22 @@
 
 :func:`build_browser_model` turns a ``train-translation --save`` checkpoint into one folder:
 
-* ``encoder.onnx`` and ``decoder.onnx``: the graphs, their weights quantised to int8 by ONNX
-  Runtime's dynamic quantisation (动态量化). Besides ``memory`` and ``logits`` they return every
-  layer's and head's attention: the encoder's self-attention, the decoder's masked self-attention
-  and its cross-attention (the pictures of chapters 3-5, the maps of the live boxes);
+* ``encoder.onnx`` and ``decoder.onnx``: the graphs. Besides ``memory`` and ``logits`` they return
+  every layer's and head's attention: the encoder's self-attention, the decoder's masked
+  self-attention and its cross-attention (the pictures of chapters 3-5, the maps of the live
+  boxes). Their weight matrices are stored as int8, one scale per matrix (weight-only
+  quantisation, 仅权重量化): ONNX Runtime turns them back into float32 once, when it loads them, and
+  computes in float32, so the page and Python compute the same numbers up to float rounding;
 * ``weights.bin``: the weights of both graphs, each stored once (the embedding table, shared by the
-  encoder and the decoder, would otherwise be stored twice); the graphs point into it as ONNX
-  "external data", which ONNX Runtime reads in Python and in the browser alike;
+  encoder, the decoder and the output layer, would otherwise be stored three times); the graphs
+  point into it as ONNX "external data", which ONNX Runtime reads in Python and in the browser;
 * ``tokenizer.json`` and ``config.json`` (special ids, length limits, example sentences, the words
   of the input hint, and what the model is: its training run and the commands that remake it).
 
 The rest decodes with ONNX Runtime sessions exactly as the page does, one sentence at a time:
 :func:`onnx_translate` and :func:`onnx_greedy` (each step runs the decoder over the prefix, no
 key/value cache), :func:`onnx_beam` for the page's beam search, and :func:`prepare_input` makes of
-typed text what the page makes of it. One sentence at a time matters: dynamic quantisation takes
-one scale per tensor, over the whole batch, so a sentence decoded beside others can get other
-tokens than alone. Needs ``pip install "transformer-lib[export]"``.
+typed text what the page makes of it. Needs ``pip install "transformer-lib[export]"``.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ __all__ = [
     "export_graphs",
     "hint_words",
     "prepare_input",
+    "session_options",
     "pytorch_maps",
     "load_sessions",
     "onnx_beam",
@@ -164,97 +165,41 @@ def export_graphs(model: Transformer, folder: Path) -> None:
         _export(decoder, args, (DECODER_INPUTS, DECODER_OUTPUTS), shapes, folder / "decoder.onnx")
 
 
-def _fold_weights(path: Path) -> None:
-    """Replace each ``Transpose`` or ``Concat`` of stored weights by its result, in place.
+def _quantise(path: Path, keep: tuple[str, ...] = ("positional",)) -> None:
+    """Store each weight matrix as int8 with one scale, in place: ``W = scale * W_int8``.
 
-    The exporter writes a linear layer's ``x @ W.T`` as ``MatMul(x, Transpose(W))``, and the
-    library's fused projection of queries, keys and values as ``Concat(W_q, W_k, W_v)``; it folds
-    them itself only below a size (so for a small model, not for chapter 11's). The quantiser turns
-    a ``MatMul`` into int8 only when its second input is a stored weight, and ONNX Runtime's
-    pre-processing folds such nodes in some versions (1.32) and not in others (1.30): folded here,
-    every weight is int8 under both.
+    Every float initializer with two or more dimensions and 1,024 elements or more (but those whose
+    name contains a word of ``keep``: the positional table) becomes an int8 tensor, its scale
+    ``max |W| / 127`` and a ``DequantizeLinear`` node that turns it back into float32 where the
+    graph reads it. Weight-only: the matrix products still multiply float32 by float32. ONNX Runtime
+    computes the dequantised weights once, when it loads the graph (:func:`load_sessions` asks it
+    to; the page too), so the files take int8's bytes and the arithmetic is float32's, in the page
+    and in Python alike. (Dynamic quantisation, which also turns each product's input into int8,
+    lets the page and Python part: a value that lies on a rounding boundary in one runtime's float
+    arithmetic and not in the other's becomes a different integer.)
     """
     import onnx
-    from onnx import numpy_helper
+    from onnx import helper, numpy_helper
 
     model = onnx.load(str(path))
     graph = model.graph
-    values = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    for node in list(graph.node):  # in order: a fold can feed the next
-        if node.op_type not in ("Transpose", "Concat") or not all(i in values for i in node.input):
+    nodes = []
+    for tensor in list(graph.initializer):
+        weight = numpy_helper.to_array(tensor)
+        small = weight.ndim < 2 or weight.size < 1024 or weight.dtype != np.float32
+        if small or any(word in tensor.name for word in keep):
             continue
-        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        inputs = [values[i] for i in node.input]
-        if node.op_type == "Transpose":
-            result = inputs[0].transpose(attributes.get("perm"))
-        else:
-            result = np.concatenate(inputs, axis=attributes["axis"])
-        values[node.output[0]] = np.ascontiguousarray(result)
-        graph.initializer.append(numpy_helper.from_array(values[node.output[0]], node.output[0]))
-        graph.node.remove(node)
-    used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
-    for tensor in [t for t in graph.initializer if t.name not in used]:
+        scale = np.float32(np.abs(weight).max() / 127) or np.float32(1)
+        stored = np.clip(np.round(weight / scale), -127, 127).astype(np.int8)
+        names = [f"{tensor.name}_int8", f"{tensor.name}_scale", f"{tensor.name}_zero_point"]
         graph.initializer.remove(tensor)
+        for name, value in zip(names, (stored, np.array(scale), np.array(0, np.int8)), strict=True):
+            graph.initializer.append(numpy_helper.from_array(value, name))
+        nodes.append(helper.make_node("DequantizeLinear", names, [tensor.name]))  # W, as before
+    rest = list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes + rest)  # the weights first: the other nodes read them by their names
     onnx.save(model, str(path))
-
-
-def _quantise(folder: Path) -> None:
-    """int8 weights for the matrix products and the embedding lookups, a scale per tensor."""
-    from onnxruntime.quantization import QuantType, quant_pre_process, quantize_dynamic
-
-    for name in GRAPHS:
-        path = folder / f"{name}.onnx"
-        _fold_weights(path)
-        # shape inference and folded constants first, as ONNX Runtime advises
-        quant_pre_process(str(path), str(path), skip_symbolic_shape=True)
-        quantize_dynamic(
-            path, path, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gather"]
-        )
-
-
-def _tie_embedding(folder: Path) -> None:
-    """Let the embedding lookups of both graphs read the output layer's int8 matrix, transposed.
-
-    The model ties its embedding table to the output layer, but the exporter stores the output
-    layer's matrix transposed, and the quantiser then keeps two int8 copies of the table (2 MB each
-    here): the output layer's ``(d_model, V)`` and the lookup's ``(V, d_model)``. Here the lookups
-    (``Gather`` then ``DequantizeLinear``) take ``Transpose`` of the first, with its scale and zero
-    point, and the second goes.
-    """
-    import onnx
-
-    models = {name: onnx.load(str(folder / f"{name}.onnx")) for name in GRAPHS}
-    decoder = models["decoder"].graph
-    inits = {t.name: t for t in decoder.initializer}
-    logits = next(
-        n for n in decoder.node if n.op_type == "MatMulInteger" and n.output[0].startswith("logits")
-    )
-    # the quantiser's names: X_quantized, X_scale, X_zero_point
-    base = logits.input[1].removesuffix("_quantized")
-    tied = [inits[f"{base}{suffix}"] for suffix in ("_quantized", "_scale", "_zero_point")]
-    table = tied[0].name + "_transposed"
-    for name, model in models.items():
-        graph = model.graph
-        lookups = [
-            n
-            for n in graph.node
-            if n.op_type == "Gather" and n.input[0].endswith("weight_quantized")
-        ]
-        looked_up = {output for node in lookups for output in node.output}
-        for node in lookups:
-            node.input[0] = table
-        for node in graph.node:
-            if node.op_type == "DequantizeLinear" and node.input[0] in looked_up:
-                node.input[1], node.input[2] = tied[1].name, tied[2].name
-        present = {t.name for t in graph.initializer}
-        graph.initializer.extend(copy.deepcopy(t) for t in tied if t.name not in present)
-        graph.node.insert(
-            0, onnx.helper.make_node("Transpose", [tied[0].name], [table], perm=[1, 0])
-        )
-        used = {used_name for node in graph.node for used_name in node.input}
-        for tensor in [t for t in graph.initializer if t.name not in used]:
-            graph.initializer.remove(tensor)  # the lookup's own int8 table, scale and zero point
-        onnx.save(model, str(folder / f"{name}.onnx"))
 
 
 def _share_weights(folder: Path, min_bytes: int = 1024) -> None:
@@ -320,11 +265,9 @@ def build_browser_model(
             for name in GRAPHS:
                 shutil.copyfile(Path(graphs) / f"{name}.onnx", work / f"{name}.onnx")
         (work / "tokenizer.json").write_text(tokenizer.to_json_str(), encoding="utf-8")
-        if quantise:
-            _quantise(work)
-        if quantise and model.config.tie_embeddings and model.config.share_embeddings:
-            _tie_embedding(work)  # one table for the two lookups and the output layer
-        _share_weights(work)
+        for name in GRAPHS if quantise else ():
+            _quantise(work / f"{name}.onnx")
+        _share_weights(work)  # the tied table, one int8 tensor in both graphs, stored once
         ids = {"pad_id": tokenizer.pad_id, "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id}
         limits = {
             "unk_id": tokenizer.unk_id,
@@ -340,12 +283,24 @@ def build_browser_model(
     return {name: (folder / name).stat().st_size for name in SITE_FILES}
 
 
-def load_sessions(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """ONNX Runtime sessions of the two graphs in ``folder``, one thread each."""
+def session_options() -> Any:
+    """ONNX Runtime's options for the graphs: one thread, int8 weights dequantised at load time."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1  # like the page; and the same sums in the same order every run
+    # fold the DequantizeLinear of each stored weight into a float32 constant when the graph loads
+    # (ONNX Runtime keeps them otherwise, and would dequantise every weight at every run); the page
+    # asks the same
+    options.add_session_config_entry("session.disable_quant_qdq", "1")
+    return options
+
+
+def load_sessions(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """ONNX Runtime sessions of the two graphs in ``folder``, with :func:`session_options`."""
+    import onnxruntime as ort
+
+    options = session_options()
     return {
         name: ort.InferenceSession(str(Path(folder) / f"{name}.onnx"), options) for name in GRAPHS
     }
@@ -374,8 +329,7 @@ def onnx_greedy(
     """Greedy decoding, the decoder run over the prefix at each step.
 
     As :func:`~transformer_lib.decoding.greedy_decode`: ``<pad>`` is never chosen, a finished row is
-    padded. (With int8 files, a row's tokens can depend on the rows beside it: decode one at a time
-    to get the page's.) Shape: ``(B, S)`` -> ``(B, <= max_len)``.
+    padded. Shape: ``(B, S)`` -> ``(B, <= max_len)``.
     """
     memory = sessions["encoder"].run(["memory"], {"src": src})[0]
     tokens = np.full((src.shape[0], 1), bos_id, dtype=np.int64)

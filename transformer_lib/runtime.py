@@ -70,7 +70,7 @@ def amp_for_device(
 
     On CUDA ``"bf16"`` from compute capability 8.0 (Ampere), whose tensor cores multiply bfloat16,
     ``"fp16"`` before it (V100, T4), which trains with a gradient scaler. On a CPU ``"bf16"`` where
-    it was measured to pay (:data:`BF16_CPU_FLAGS`: AMX; or AVX-512 bfloat16 on ``cpu_vendor``
+    it was measured to pay (``BF16_CPU_FLAGS``: AMX; or AVX-512 bfloat16 on ``cpu_vendor``
     ``"AuthenticAMD"``), since a CPU without fast bfloat16 matrix products trains slower in it than
     in float32; elsewhere ``"none"``.
     """

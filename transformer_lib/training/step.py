@@ -72,9 +72,9 @@ def optimizer_step(setup: StepSetup, group: list[Batch], target_tokens: int) -> 
     rank's group. Each batch's summed loss is divided by it, so the accumulated gradient is the
     gradient of the mean loss over the step's tokens, the same as one big batch would give.
     ``DistributedDataParallel`` **averages** the ranks' gradients (their sum divided by the world
-    size ``W``), so each loss is also multiplied by ``W``::
+    size ``W``), so each loss is also multiplied by ``W`` (``N``: the target tokens of all ranks)::
 
-        grad = 1/W * sum_r grad(W * loss_r / N) = grad(sum_r loss_r / N)      N = all ranks' tokens
+        grad = 1/W * sum_r grad(W * loss_r / N) = grad(sum_r loss_r / N)
     """
     if target_tokens == 0:
         raise ValueError("a training step got batches without any non-padding target token")

@@ -170,7 +170,7 @@ def test_without_webassembly_the_box_says_what_is_missing(browser: Any, site_url
     page, log = _open(browser, site_url, PAGE, init_script="delete globalThis.WebAssembly;")
     try:
         assert _wait_until_loaded(page) == "error"
-        message = page.inner_text("div.translator .translator-status")
+        message = page.inner_text("div.translator .trained-status")
         assert "WebAssembly" in message, message
         assert not log.problems(), log.problems()
     finally:
@@ -203,7 +203,7 @@ def test_without_its_files_the_box_names_the_missing_one(browser: Any, site_url:
     page, log = _open(browser, site_url, PAGE, init_script=MISSING_WEIGHTS)
     try:
         assert _wait_until_loaded(page) == "error"
-        message = page.inner_text("div.translator .translator-status")
+        message = page.inner_text("div.translator .trained-status")
         assert "could not be loaded" in message and "weights.bin: HTTP 404" in message, message
         assert not page.locator("div.translator form").is_visible(), "no form to type into"
         assert not log.problems(), log.problems()

@@ -72,7 +72,7 @@ def test_chapter_11_prints_and_states_the_scores_of_the_results_file() -> None:
 
 
 def test_the_chapters_run_is_the_cpu_profile_as_it_is_with_seed_0() -> None:
-    from transformer_lib import translation_profile
+    from transformer_tasks import translation_profile
 
     results, profile = _record()["results"], translation_profile("cpu")
     assert results["stop_reason"] == "max_steps" and results["steps"] == profile.train.max_steps

@@ -1,7 +1,8 @@
-"""The package's shape targets (issue 27): short functions, small constructors, a small model.
+"""The package's shape: functions that fit on a screen, small constructors.
 
-Read from the source (``ast`` and line counts), so that a function that grows past the limit fails
-here with its name and length, not in a reviewer's head. Line totals count like ``wc -l``.
+Read from the source (``ast``), so that a function that grows past the limit fails here with its
+name and length, not in a reviewer's head. There is no cap on the package's line count: a cap on
+lines invited packing code into fewer of them (issue 34).
 """
 
 from __future__ import annotations
@@ -14,20 +15,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "transformer_lib"
 MAX_FUNCTION_LINES = 50  # docstring not counted
 MAX_INIT_PARAMETERS = 8  # self not counted
 MAX_ATTENTION_FORWARD_LINES = 30  # MultiHeadAttention.forward, docstring not counted
-MAX_PACKAGE_LINES = 5000
-MAX_MODEL_LINES = 1200  # nn/ + config.py + model.py
-MODEL_FILES = ("nn/", "config.py", "model.py")
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 def sources() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
-
-
-def line_count(path: Path) -> int:
-    """Lines as ``wc -l`` counts them (newline characters)."""
-    return path.read_bytes().count(b"\n")
 
 
 def functions(tree: ast.Module) -> Iterator[tuple[str, Function]]:
@@ -96,16 +89,3 @@ def test_multi_head_attention_forward_is_at_most_30_lines() -> None:
     assert length_without_docstring(forward) <= MAX_ATTENTION_FORWARD_LINES, (
         f"{name}: {length_without_docstring(forward)} lines"
     )
-
-
-def test_the_package_and_the_model_are_small() -> None:
-    counts = {path.relative_to(PACKAGE).as_posix(): line_count(path) for path in sources()}
-    total = sum(counts.values())
-    model = {name: n for name, n in counts.items() if name.startswith(MODEL_FILES)}
-    model_total = sum(model.values())
-    biggest = ", ".join(f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1])[:8])
-    report = (
-        f"transformer_lib: {total} lines (at most {MAX_PACKAGE_LINES}; largest: {biggest}); "
-        f"nn/ + config.py + model.py: {model_total} (at most {MAX_MODEL_LINES}: {model})"
-    )
-    assert total <= MAX_PACKAGE_LINES and model_total <= MAX_MODEL_LINES, report

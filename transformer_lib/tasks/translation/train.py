@@ -239,6 +239,19 @@ def choose_weights(
     return WeightsChoice(chosen, candidates, averaged)
 
 
+def _checked_profile(profile: str | TranslationConfig | None, resume: bool, device: torch.device) -> TranslationConfig:
+    """``train_translation``'s ``profile`` as a configuration, and ``resume`` checked against it."""
+    if not isinstance(profile, TranslationConfig):
+        if profile is not None and not isinstance(profile, str):
+            raise TypeError(f"profile must be a name, a TranslationConfig or None, got {type(profile).__name__}")
+        profile = translation_profile(profile or default_profile(device))
+    if not isinstance(resume, bool):
+        raise TypeError(f"resume must be True or False, got {resume!r}")
+    if resume and profile.train.checkpoint_path is None:
+        raise ValueError("resume=True needs train.checkpoint_path (the directory holding the run's state)")
+    return profile
+
+
 def train_translation(
     data_dir: str | Path | None = None,
     profile: str | TranslationConfig | None = None,
@@ -254,14 +267,7 @@ def train_translation(
     """
     wall_start = time.perf_counter()
     torch_device = device if isinstance(device, torch.device) else pick_device(device)
-    if not isinstance(profile, TranslationConfig):
-        if profile is not None and not isinstance(profile, str):
-            raise TypeError(f"profile must be a name, a TranslationConfig or None, got {type(profile).__name__}")
-        profile = translation_profile(profile or default_profile(torch_device))
-    if not isinstance(resume, bool):
-        raise TypeError(f"resume must be True or False, got {resume!r}")
-    if resume and profile.train.checkpoint_path is None:
-        raise ValueError("resume=True needs train.checkpoint_path (the directory holding the run's state)")
+    profile = _checked_profile(profile, resume, torch_device)
     world = world_size() if is_distributed() else 1
     run_dir = RunDirectory(profile, resume, world) if profile.train.checkpoint_path is not None else None
     with torch_threads(profile.num_threads) as used_threads:

@@ -97,11 +97,13 @@
       return Promise.reject(new Error("This browser cannot run the model: it needs WebAssembly, which is " +
         "switched off or missing here. The chapter's code cells compute the same in Python."));
     }
+    const served = "serve the site, e.g. python -m http.server -d _build/html, and open http://localhost:8000.";
+    if (location.protocol === "file:") {  // no fetch at all: the browser would log each refused one as an error
+      return Promise.reject(new Error(`A page opened from file:// cannot load the model's files: ${served}`));
+    }
     if (!loading) {
       loading = fetchAll().catch((error) => {
-        const served = location.protocol !== "file:" ? "" : " A page opened from file:// cannot load them: " +
-          "serve the site, e.g. python -m http.server -d _build/html, and open http://localhost:8000.";
-        throw new Error(`The model's files could not be loaded (${error.message}).${served}`);
+        throw new Error(`The model's files could not be loaded (${error.message}).`);
       });
     }
     return loading;

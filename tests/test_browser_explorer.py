@@ -137,8 +137,10 @@ def _compare(page_maps: dict[str, Any], expected: Any) -> None:
 def _choose(page: Any, index: int, view: str, layer: int, head: int) -> dict[str, Any]:
     box = page.locator(BOX).nth(index)
     box.locator("select[name=view]").select_option(view)
-    box.locator("select[name=layer]").select_option(str(layer))
-    box.locator("select[name=head]").select_option(str(head))
+    # by position: Playwright matches a value or a label, and the labels count from 1 ("2" would be
+    # layer index 1); the head list starts with "mean" (-1)
+    box.locator("select[name=layer]").select_option(index=layer)
+    box.locator("select[name=head]").select_option(index=head + 1)
     return box.evaluate(DRAWN)
 
 

@@ -124,14 +124,14 @@ def _model(vocab_size: int, **widths: Any) -> TransformerConfig:
 
 # 2 CPU cores: 2,467 optimizer steps of 3,000-token batches, the tokens of the 1,850 steps of 4,000
 # that 2 cores of an AMD EPYC made in 30 minutes of bfloat16 training
-# (results/translation-cpu-30min-seed0.json). A step budget, not a time budget: the same model
-# comes out on every machine, only the time differs. The schedule was chosen on the validation split
-# (results/translation-sweep.json: 400-step runs, linear decay to zero beat the Noam schedule; peak
-# 2e-3). Smaller batches, more of them, and a longer warm-up (400 steps) and averaging up to the
-# last 12 evaluations' weights lowered the validation loss of the kept weights from 1.6995 to 1.6823
-# (seed 0: results/translation-cpu-recipe.json). The beam size and the
-# length penalty are the best row of a sweep on the validation split
-# (results/decoding-sweep-cpu.json), never the test split.
+# (results/translation-cpu-30min-seed0-chapter.json). A step budget, not a time budget: the same
+# model comes out on every machine, only the time differs. The schedule was chosen on the validation
+# split (results/translation-sweep.json: 400-step runs, linear decay to zero beat the Noam schedule;
+# peak 2e-3). Smaller batches, more of them, and a longer warm-up (400 steps) and averaging up to
+# the last 12 evaluations' weights lowered the validation loss of the kept weights from 1.6995 to
+# 1.6823 (seed 0: results/translation-cpu-recipe.json). The beam size and the length penalty are the
+# best row of a sweep on the validation split (results/decoding-sweep-cpu.json), never the test
+# split.
 _CPU = TranslationConfig(
     name="cpu",
     model=_model(

@@ -431,7 +431,7 @@ FIGURES_PENDING: dict[str, str] = {
     "chapters/11_translation": _SLIDER,
     **{
         f"chapters/{name}": _MEASURED
-        for name in ("10_copy_task", "12_efficiency", "13_distributed_training", "15_variants")
+        for name in ("12_efficiency", "13_distributed_training", "15_variants")
     },
 }
 

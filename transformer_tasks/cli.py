@@ -23,7 +23,7 @@ from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.decoding import DecodeConfig
 from transformer_lib.model import Transformer
 from transformer_lib.runtime import DEVICES, pick_device
-from transformer_lib.training.distributed import cleanup, init_distributed, is_main_process
+from transformer_lib.training.distributed import barrier, cleanup, init_distributed, is_main_process
 
 from .copy import CopyTaskSettings, run_copy_task
 from .export import export_onnx
@@ -369,7 +369,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
+        # Under torchrun, no rank leaves the group while another still works (rank 0 writes the
+        # results after the last collective), because gloo can abort a process whose peer closes
+        # its connections under it. A rank that failed skips this and leaves at once.
+        barrier()
+        return status
     except CLIError as error:
         sys.stderr.write(f"{PROG} {args.command}: error: {error}\n")
         return 2

@@ -18,6 +18,7 @@ each (empty: none):
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -279,12 +280,19 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 @cache
 def svg_labels(path: Path) -> tuple[float, list[tuple[str, float]]]:
-    """An SVG file's width in its own units, and each label's text and font size in those units.
+    """An SVG file's width in its own units, and each label's text and font size in those units
+    (:func:`svg_text_labels`).
+    """
+    return svg_text_labels(path.read_text(encoding="utf-8"))
+
+
+def svg_text_labels(svg: str) -> tuple[float, list[tuple[str, float]]]:
+    """An SVG document's width in its own units, and each label's text and font size in those units.
 
     A label is a ``<text>`` element; its size is the largest of its own and its ``<tspan>``'s
     (a label ``10³`` drawn by matplotlib's mathtext is a 10-unit ``10`` and a 7-unit ``3``).
     """
-    root = ET.parse(path).getroot()
+    root = ET.fromstring(svg)
     box = root.get("viewBox")
     width = (
         float(box.split()[2]) if box else float(re.match(r"[\d.]+", root.get("width", "0")).group())
@@ -297,6 +305,18 @@ def svg_labels(path: Path) -> tuple[float, list[tuple[str, float]]]:
         if content and sizes:
             labels.append((content, max(sizes)))
     return width, labels
+
+
+def _data_svg(src: str) -> str | None:
+    """The SVG document of a ``data:image/svg+xml`` address (how the ipywidgets manager shows an
+    SVG drawn inside an Output widget, chapter 11's slider), else ``None``.
+    """
+    head, comma, body = src.partition(",")
+    if not comma or not head.startswith("data:image/svg+xml"):
+        return None
+    if head.endswith(";base64"):
+        return base64.b64decode(body).decode("utf-8")
+    return unquote(body)
 
 
 def _font_size(element: ET.Element) -> float | None:
@@ -325,12 +345,13 @@ def figure_labels(page: Any, path: str, site_url: str, site: Path) -> list[str]:
     problems = []
     for image in page.evaluate(IMAGES):
         file = _site_file(image["src"], site_url, site)
+        inline = _data_svg(image["src"])
         where = (
             f"the figure of {_where(image['cell'], cells)}"
             if image["output"]
             else "a figure of the prose"
         )
-        if file is None or file.suffix != ".svg":
+        if inline is None and (file is None or file.suffix != ".svg"):
             if image["output"]:
                 name = file.name if file else image["src"][:40]
                 problems.append(
@@ -339,11 +360,12 @@ def figure_labels(page: Any, path: str, site_url: str, site: Path) -> list[str]:
                     "measured"
                 )
             continue
-        width, labels = svg_labels(file)
+        width, labels = svg_labels(file) if inline is None else svg_text_labels(inline)
+        name = "an SVG inside the page" if inline is not None else file.name
         if not labels:
             if image["output"]:
                 problems.append(
-                    f"{where} ({file.name}) has no text to measure: draw it with use_book_figures()"
+                    f"{where} ({name}) has no text to measure: draw it with use_book_figures()"
                 )
             continue
         scale = image["width"] / width  # CSS pixels per unit of the SVG
@@ -351,7 +373,7 @@ def figure_labels(page: Any, path: str, site_url: str, site: Path) -> list[str]:
         if size * scale < SMALLEST_LABEL_PX:
             small = sum(1 for _, s in labels if s * scale < SMALLEST_LABEL_PX)
             problems.append(
-                f"{where} ({file.name}, shown {image['width']:.0f} px wide): {small} of its "
+                f"{where} ({name}, shown {image['width']:.0f} px wide): {small} of its "
                 f"{len(labels)} labels read under {SMALLEST_LABEL_PX} px; the smallest, {text!r}, "
                 f"at {size * scale:.1f} px"
             )

@@ -12,8 +12,10 @@ losses can be compared) and trains on the same fixed batch (default 16 sentences
   fresh temporary folder, so the compile time is that of a cold start (``--keep-cache`` uses the
   usual cache, ``TORCHINDUCTOR_CACHE_DIR`` where it is set: later runs are faster).
 * ``eager_bf16`` / ``compiled_bf16``: the same, under ``torch.autocast(device,
-dtype=torch.bfloat16)``
-  (mixed precision: matrix products in bfloat16, weights, softmax and loss in float32).
+  dtype=torch.bfloat16)`` (mixed precision: matrix products and linear layers in bfloat16; the
+  weights stay float32, and the operations on autocast's float32 list, the losses among them, are
+  cast up; on a CPU the others, softmax included, run in their inputs' dtype, bfloat16 after a
+  product).
 
 If a variant fails (``torch.compile`` needs a C++ compiler on the CPU, a Triton-capable GPU on
 CUDA), the error is recorded in the JSON instead of stopping the script. After the warm-up the

@@ -419,13 +419,7 @@ def test_page(
 # Chapters whose stored figures predate transformer_book.plotting.use_book_figures() (SVG, labels
 # readable at the column's width) and wait for a re-execution: {page: why}. Strict: a chapter that
 # passes must leave this list.
-_MEASURED = (
-    "stored PNG figures: its code draws SVG now, but re-executing it here would change its "
-    "measured numbers"
-)
-FIGURES_PENDING: dict[str, str] = {
-    **{f"chapters/{name}": _MEASURED for name in ("15_variants",)},
-}
+FIGURES_PENDING: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(

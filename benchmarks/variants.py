@@ -59,7 +59,7 @@ Usage::
 
 ``noise`` in the output repeats the baseline with the ``--noise-seeds`` (default 2 and 3): the
 spread of its numbers over seeds is the yardstick for the differences between variants. The full run
-takes 9 to 14 minutes on 2 CPU cores with one thread (520 s on an Intel Xeon for chapter 15's stored
+takes 8 to 14 minutes on 2 CPU cores with one thread (520 s on an Intel Xeon for chapter 15's stored
 run, 826 s on an AMD EPYC); ``--quick`` about 20 seconds, and its numbers mean nothing.
 
 Progress goes to stderr; the last line of stdout is one JSON object with every result.

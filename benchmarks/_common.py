@@ -7,6 +7,7 @@ stdout.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -14,12 +15,14 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from transformer_book.machine import machine_name
 from transformer_lib.config import TransformerConfig
+from transformer_lib.files import atomic_write
 from transformer_lib.runtime import cpu_flags as runtime_cpu_flags
 from transformer_lib.runtime import cpu_name, pick_device
 from transformer_tasks.translation import translation_profile
@@ -115,3 +118,18 @@ def finish(result: dict[str, Any], started: float) -> None:
     result["load_average_end"] = load_average()
     result["wall_seconds"] = round(time.perf_counter() - started, 2)
     print(json.dumps(result))
+
+
+def command_line(script: str, args: argparse.Namespace) -> str:
+    """The command that gives this result again: ``script`` with every option set (``--results``
+    left out, as it only says where to write)."""
+    options = (f"--{k} {v}" for k, v in vars(args).items() if k != "results" and v is not None)
+    return " ".join([f"benchmarks/{script}", *options])
+
+
+def write_results(path: Path | None, result: dict[str, Any]) -> None:
+    """Write ``result`` as indented JSON to ``path`` atomically (nothing when ``path`` is None)."""
+    if path is None:
+        return
+    text = json.dumps(result, indent=2) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

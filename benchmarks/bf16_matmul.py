@@ -22,7 +22,6 @@ those libraries report (none: the library did not run it). Not run by the tests.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -35,8 +34,6 @@ from typing import Any
 import _common
 import torch
 import torch.nn.functional as F
-
-from transformer_lib.files import atomic_write
 
 # (tokens, in_features, out_features): attention's projections, the feed-forward layer's two
 # products, and the output layer of compile_amp.py's model
@@ -145,15 +142,12 @@ def main() -> None:
         _common.info(f"{name}: {shapes[name]}")
     result = {
         "benchmark": "bf16_matmul",
-        "command": "benchmarks/bf16_matmul.py "
-        + " ".join(f"--{k} {v}" for k, v in vars(args).items() if k != "results" and v is not None),
+        "command": _common.command_line("bf16_matmul.py", args),
         "shapes": shapes,
         "kernels": kernels(),
         **machine,
     }
-    if args.results is not None:
-        text = json.dumps(result, indent=2) + "\n"
-        atomic_write(args.results, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    _common.write_results(args.results, result)
     _common.finish(result, started)
 
 

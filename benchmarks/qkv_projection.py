@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -35,7 +34,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from transformer_lib import Transformer
-from transformer_lib.files import atomic_write
 from transformer_lib.nn.multihead import MultiHeadAttention
 
 
@@ -188,8 +186,7 @@ def main() -> None:
     }
     result = {
         "benchmark": "qkv_projection",
-        "command": "benchmarks/qkv_projection.py "
-        + " ".join(f"--{k} {v}" for k, v in vars(args).items() if k != "results" and v is not None),
+        "command": _common.command_line("qkv_projection.py", args),
         "model": f"cpu profile: d_model {config.d_model}, {config.num_heads} heads, dropout "
         f"{config.dropout}",
         "batch": [args.batch, args.length],
@@ -197,9 +194,7 @@ def main() -> None:
         **parts,
         **machine,
     }
-    if args.results is not None:
-        text = json.dumps(result, indent=2) + "\n"
-        atomic_write(args.results, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    _common.write_results(args.results, result)
     _common.finish(result, started)
 
 

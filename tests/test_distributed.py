@@ -412,13 +412,8 @@ def test_launch_environment_is_read_and_checked(monkeypatch: pytest.MonkeyPatch)
         launch_info()
 
 
-def test_cleanup_frees_the_ddp_wrapper_before_it_leaves_the_group(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A run's DistributedDataParallel wrapper can outlive ``train`` in a reference cycle. Freed
-    only at exit, after the group was destroyed, it aborted 4 of 12 two-process ``copy`` runs
-    ("terminate called without an active exception"). ``cleanup`` collects it first. (A one-process
-    group, automatic collection off so that the cycle is certainly still there.)"""
+def _one_process_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variables torchrun sets for a group of one process, on a free port."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -431,6 +426,16 @@ def test_cleanup_frees_the_ddp_wrapper_before_it_leaves_the_group(
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
+
+
+def test_cleanup_frees_the_ddp_wrapper_before_it_leaves_the_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run's DistributedDataParallel wrapper can outlive ``train`` in a reference cycle. Freed
+    only at exit, after the group was destroyed, it aborted 4 of 12 two-process ``copy`` runs
+    ("terminate called without an active exception"). ``cleanup`` collects it first. (A one-process
+    group, automatic collection off so that the cycle is certainly still there.)"""
+    _one_process_group(monkeypatch)
     alive_at_destroy, destroy = [], torch.distributed.destroy_process_group
 
     def counting_destroy(*args: Any, **kwargs: Any) -> None:
@@ -445,3 +450,32 @@ def test_cleanup_frees_the_ddp_wrapper_before_it_leaves_the_group(
     finally:
         gc.enable()
     assert alive_at_destroy == [0] and not torch.distributed.is_initialized()
+
+
+def test_the_command_line_waits_for_every_rank_before_it_leaves_the_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a command that succeeded, every rank meets at a barrier before any destroys the group,
+    so that no rank closes its connections while rank 0 still writes its result; a command that
+    failed leaves at once (its peers may be inside a collective that will never complete)."""
+    _one_process_group(monkeypatch)
+    calls: list[str] = []
+    barrier, destroy = torch.distributed.barrier, torch.distributed.destroy_process_group
+
+    def counting_barrier(*args: Any, **kwargs: Any) -> None:
+        calls.append("barrier")
+        barrier(*args, **kwargs)
+
+    def counting_destroy(*args: Any, **kwargs: Any) -> None:
+        calls.append("destroy")
+        destroy(*args, **kwargs)
+
+    monkeypatch.setattr(torch.distributed, "barrier", counting_barrier)
+    monkeypatch.setattr(torch.distributed, "destroy_process_group", counting_destroy)
+    assert main(["copy", "--device", "cpu", "--max-steps", "2"]) == 0
+    assert calls[-2:] == ["barrier", "destroy"]
+    calls.clear()
+    _one_process_group(monkeypatch)
+    # the translation command joins the group first, then refuses the flag combination
+    assert main(["train-translation", "--device", "cpu", "--checkpoint-every", "5"]) == 2
+    assert calls == ["destroy"]

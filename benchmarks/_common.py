@@ -1,4 +1,5 @@
-"""Helpers shared by the efficiency benchmarks (attention_scaling, kv_cache_scaling, compile_amp).
+"""Helpers shared by the benchmarks (attention_scaling, kv_cache_scaling, compile_amp, qkv_projection,
+bf16_matmul).
 
 Each script imports this file as ``_common`` (Python puts the script's own folder first on
 ``sys.path``), prints progress to stderr and its result as one JSON object on the last line of
@@ -118,6 +119,21 @@ def finish(result: dict[str, Any], started: float) -> None:
     result["load_average_end"] = load_average()
     result["wall_seconds"] = round(time.perf_counter() - started, 2)
     print(json.dumps(result))
+
+
+def timing_parser(
+    description: str, warmup: int, repeats: int, what: str
+) -> argparse.ArgumentParser:
+    """The options of a benchmark that alternates ways of doing one thing on the CPU: ``--threads``,
+    ``--seed``, ``--warmup`` and ``--repeats`` (``what`` says what one repeat times), and
+    ``--results``, a file to write the JSON result to. The caller adds its own."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--repeats", type=int, default=repeats, help=what)
+    parser.add_argument("--results", type=Path, help="also write the JSON result here")
+    return parser
 
 
 def command_line(script: str, args: argparse.Namespace) -> str:

@@ -21,14 +21,12 @@ those libraries report (none: the library did not run it). Not run by the tests.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import _common
@@ -39,13 +37,7 @@ import torch.nn.functional as F
 # products, and the output layer of compile_amp.py's model
 SHAPES = ((512, 256, 256), (512, 256, 1024), (512, 1024, 256), (512, 256, 4000))
 WAYS = ("float32", "bfloat16", "autocast")
-
-
-def timed(fn: Callable[[], object]) -> float:
-    """Milliseconds one call of ``fn`` takes."""
-    start = time.perf_counter()
-    fn()
-    return (time.perf_counter() - start) * 1000.0
+CPU = torch.device("cpu")
 
 
 def products(tokens: int, d_in: int, d_out: int) -> dict[str, Callable[[], object]]:
@@ -75,7 +67,7 @@ def compare(ways: dict[str, Callable[[], object]], warmup: int, repeats: int) ->
     for repeat in range(repeats):
         shift = repeat % len(names)
         for name in names[shift:] + names[:shift]:
-            times[name].append(timed(ways[name]))
+            times[name].append(1000.0 * _common.time_call(ways[name], CPU))
     result: dict[str, Any] = {
         "median_ms": {n: round(statistics.median(t), 4) for n, t in times.items()}
     }
@@ -125,13 +117,10 @@ def _reported(text: str) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=200, help="timed calls per way, per shape")
-    parser.add_argument("--results", type=Path, help="also write the JSON result here")
-    args = parser.parse_args()
+    description = __doc__.split("\n\n")[0]
+    args = _common.timing_parser(
+        description, 10, 200, "timed calls per way, per shape"
+    ).parse_args()
     started = time.perf_counter()
     device = _common.setup("cpu", args.threads, args.seed)
     machine = _common.machine_info(device)  # the load before timing, too

@@ -20,12 +20,10 @@ tests.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import _common
@@ -77,13 +75,6 @@ def fused(module: torch.nn.Module) -> torch.nn.Module:
     return twin
 
 
-def timed(fn: Callable[[], object]) -> float:
-    """Milliseconds one call of ``fn`` takes."""
-    start = time.perf_counter()
-    fn()
-    return (time.perf_counter() - start) * 1000.0
-
-
 def compare(
     make_step: Callable[[torch.nn.Module], Callable[[], object]],
     models: dict[str, torch.nn.Module],
@@ -101,7 +92,7 @@ def compare(
     for repeat in range(repeats):
         order = list(steps) if repeat % 2 == 0 else list(reversed(steps))
         for name in order:
-            times[name].append(timed(steps[name]))
+            times[name].append(1000.0 * _common.time_call(steps[name], torch.device("cpu")))
     ratios = [f / s for f, s in zip(times["fused"], times["three_linear"], strict=True)]
     q1, median, q3 = statistics.quantiles(ratios, n=4)
     return {
@@ -147,14 +138,10 @@ def train_step(src: Tensor, tgt: Tensor, pad_id: int) -> Callable[[torch.nn.Modu
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=60, help="timed steps per way, per part")
+    description = __doc__.split("\n\n")[0]
+    parser = _common.timing_parser(description, 5, 60, "timed steps per way, per part")
     parser.add_argument("--batch", type=int, default=96)
     parser.add_argument("--length", type=int, default=32, help="96 x 32: about 3,000 tokens")
-    parser.add_argument("--results", type=Path, help="also write the JSON result here")
     args = parser.parse_args()
     started = time.perf_counter()
     device = _common.setup("cpu", args.threads, args.seed)

@@ -1,5 +1,5 @@
-"""Helpers shared by the benchmarks (attention_scaling, kv_cache_scaling, compile_amp, qkv_projection,
-bf16_matmul).
+"""Helpers shared by the benchmarks (attention_scaling, kv_cache_scaling, compile_amp,
+qkv_projection, bf16_matmul).
 
 Each script imports this file as ``_common`` (Python puts the script's own folder first on
 ``sys.path``), prints progress to stderr and its result as one JSON object on the last line of

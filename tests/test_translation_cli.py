@@ -10,6 +10,7 @@ and the one download attempt is aimed at a closed local port.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -635,6 +636,53 @@ def test_bad_flags_exit_2_with_usage(argv: list[str], capsys: pytest.CaptureFixt
     code, out, err = _main(argv, capsys)
     assert code == 2
     assert "usage:" in err and "Traceback" not in err and out == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["translate-text", "--checkpoint", "x.safetensors", "Hallo"], "translate --checkpoint"),
+        (["translate", "--profile", "cpu"], "train-translation"),
+        (["translate", "Hallo"], "train-translation"),
+    ],
+)
+def test_the_earlier_forms_name_the_command_that_replaced_them(
+    argv: list[str], names: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _main(argv, capsys)
+    assert code == 2 and out == ""
+    assert names in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_dry_run_prints_the_resolved_configuration_and_trains_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TRANSFORMER_PROFILE", raising=False)
+
+    def no_training(**_: Any) -> dict[str, Any]:
+        raise AssertionError("a dry run must not train")
+
+    monkeypatch.setattr(cli, "run_translation", no_training)
+    argv = ["train-translation", "--profile", "cpu", "--seed", "3", "--max-steps", "700"]
+    code, out, _ = _main([*argv, "--set", "train.lr=1e-3", "--dry-run"], capsys)
+    assert code == 0
+    printed = json.loads(out.strip().splitlines()[-1])
+    expected = translation.apply_overrides(
+        translation.translation_profile("cpu", max_steps=700), ["train.seed=3", "train.lr=1e-3"]
+    )
+    assert printed["dry_run"] is True and printed["config"] == json.loads(
+        json.dumps(dataclasses.asdict(expected))
+    )
+
+
+def test_a_dry_run_of_the_copy_task_prints_its_settings_and_model(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli, "run_copy_task", lambda *a, **k: pytest.fail("a dry run trains"))
+    code, out, _ = _main(["copy", "--max-steps", "20", "--grad-accum", "2", "--dry-run"], capsys)
+    config = json.loads(out.strip().splitlines()[-1])["config"]
+    assert code == 0 and config["model"] == copy_model_config().to_dict()
+    assert (config["settings"]["max_steps"], config["settings"]["grad_accum"]) == (20, 2)
 
 
 def test_copy_checkpoint_is_refused_by_translate(

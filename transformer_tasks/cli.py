@@ -12,7 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from transformer_lib.model import Transformer
 from transformer_lib.runtime import DEVICES, pick_device
 from transformer_lib.training.distributed import barrier, cleanup, init_distributed, is_main_process
 
-from .copy import CopyTaskSettings, run_copy_task
+from .copy import CopyTaskSettings, copy_model_config, run_copy_task
 from .export import export_onnx
 from .multi30k import Multi30kError
 from .translation import (
@@ -33,6 +33,7 @@ from .translation import (
     TRANSLATION_PROFILES,
     ResumeError,
     apply_overrides,
+    budget_settings,
     default_profile,
     run_translation,
     translate,
@@ -95,6 +96,11 @@ def _add_common(command: argparse.ArgumentParser) -> None:
         type=_int_at_least(1),
         metavar="N",
         help="CPU threads (default: PyTorch's choice)",
+    )
+    command.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the resolved configuration as JSON and exit without training",
     )
 
 
@@ -232,15 +238,31 @@ def _print_json(result: dict[str, Any]) -> None:
         print(json.dumps(result), flush=True)
 
 
+def _dry_run(command: str, config: dict[str, Any]) -> int:
+    """Print what a training command would run, resolved, as one JSON line; train nothing."""
+    _print_json({"dry_run": True, "command": command, "config": config})
+    return 0
+
+
 def _run_copy(args: argparse.Namespace) -> int:
+    settings = CopyTaskSettings(grad_accum=args.grad_accum)
+    if args.max_steps is not None:
+        settings = replace(settings, max_steps=args.max_steps)
+    if args.dry_run:
+        config = {
+            "settings": asdict(settings),
+            "model": copy_model_config().to_dict(),
+            "seed": args.seed,
+            "num_threads": args.threads,
+        }
+        return _dry_run("copy", config)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     result = run_copy_task(
         _device(args.device, training=True),
         seed=args.seed,
-        max_steps=args.max_steps,
         save_path=args.save,
-        settings=CopyTaskSettings(grad_accum=args.grad_accum),
+        settings=settings,
     )
     if args.save:
         result["checkpoint"] = str(args.save)
@@ -252,7 +274,8 @@ def _run_train_translation(args: argparse.Namespace) -> int:
     """Run the profile with its budget, then the shorthand flags and the ``--set`` settings, in that
     order.
     """
-    device = _device(args.device, training=True)
+    # A dry run only resolves the configuration: it joins no process group under torchrun.
+    device = _device(args.device, training=not args.dry_run)
     if args.checkpoint_dir is None and args.checkpoint_every is not None:
         raise CLIError(f"--checkpoint-every {NEEDS_DIR}")
     shorthands = {
@@ -264,14 +287,16 @@ def _run_train_translation(args: argparse.Namespace) -> int:
     settings = [f"{name}={value}" for name, value in shorthands.items() if value is not None]
     try:  # a bad TRANSFORMER_PROFILE, budget or setting
         name = args.profile or default_profile(device)
-        profile = translation_profile(
-            name, max_steps=args.max_steps, time_budget_s=args.time_budget
-        )
-        config = apply_overrides(apply_overrides(profile, settings), args.set)
+        budget = budget_settings(args.max_steps, args.time_budget)
+        # One call: the section checks see every new value at once, so that --max-steps 300 with
+        # --set train.warmup_steps=100 is valid whatever the profile's own warm-up.
+        config = apply_overrides(translation_profile(name), budget + settings + args.set)
     except (TypeError, ValueError) as error:
         raise CLIError(f"--set: {error}" if args.set else str(error)) from None
     if args.resume and config.train.checkpoint_path is None:
         raise CLIError(f"--resume {NEEDS_DIR}")
+    if args.dry_run:
+        return _dry_run(TRAIN_TRANSLATION, asdict(config))
     try:
         result = run_translation(
             data_dir=args.data_dir,
@@ -362,11 +387,31 @@ COMMANDS = {"copy": _run_copy, TRAIN_TRANSLATION: _run_train_translation, TRANSL
 COMMANDS[EXPORT_ONNX] = _run_export_onnx
 
 
+def _moved_command(argv: Sequence[str]) -> str | None:
+    """What to say to a command of the earlier command line, where ``translate`` trained and
+    ``translate-text`` translated; ``None`` for any other.
+    """
+    if argv and argv[0] == "translate-text":
+        return f"translate-text is now '{TRANSLATE}': {PROG} {TRANSLATE} --checkpoint PATH SENTENCE"
+    checkpoint = any(a == "--checkpoint" or a.startswith("--checkpoint=") for a in argv)
+    asks_help = any(a in ("-h", "--help") for a in argv)
+    if argv and argv[0] == TRANSLATE and not checkpoint and not asks_help:
+        return (
+            f"{TRANSLATE} translates with a trained model ({TRANSLATE} --checkpoint PATH "
+            f"SENTENCE); to train one, run: {PROG} {TRAIN_TRANSLATION} --save PATH"
+        )
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (argparse exits with 2 by itself on bad
     flags).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
+    moved = _moved_command(argv)
+    if moved:
+        sys.stderr.write(f"{PROG}: error: {moved}\n")
+        return 2
     args = build_parser().parse_args(argv)
     try:
         status = COMMANDS[args.command](args)

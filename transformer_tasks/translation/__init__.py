@@ -13,6 +13,7 @@ from .profiles import (
     DataConfig,
     TranslationConfig,
     apply_overrides,
+    budget_settings,
     default_profile,
     translation_profile,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "TranslationEvaluation",
     "TranslationRun",
     "apply_overrides",
+    "budget_settings",
     "default_profile",
     "encode_pairs",
     "evaluate_translation",

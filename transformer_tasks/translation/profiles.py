@@ -216,15 +216,24 @@ def translation_profile(
     """
     if name not in TRANSLATION_PROFILES:
         raise ValueError(f"profile={name!r} is not one of {list(TRANSLATION_PROFILES)}")
+    return apply_overrides(TRANSLATION_PROFILES[name], budget_settings(max_steps, time_budget_s))
+
+
+def budget_settings(max_steps: int | None = None, time_budget_s: float | None = None) -> list[str]:
+    """The settings that replace a profile's limits by a budget of steps or of seconds (``[]`` for
+    neither), for :func:`apply_overrides`.
+    """
     if max_steps is not None and time_budget_s is not None:
         raise ValueError(
             "give max_steps (a step budget) or time_budget_s (a time budget), not both"
         )
-    profile = TRANSLATION_PROFILES[name]
     if max_steps is None and time_budget_s is None:
-        return profile
-    limits = {"max_steps": max_steps, "max_epochs": None, "time_budget_s": time_budget_s}
-    return replace(profile, train=replace(profile.train, **limits))  # TrainConfig checks the budget
+        return []
+    return [
+        f"train.max_steps={max_steps}",
+        "train.max_epochs=None",
+        f"train.time_budget_s={time_budget_s}",
+    ]
 
 
 PROFILE_ENV_VAR = "TRANSFORMER_PROFILE"
@@ -255,10 +264,15 @@ def settable_fields(config: TranslationConfig) -> list[str]:
 
 
 def apply_overrides(config: TranslationConfig, settings: Sequence[str]) -> TranslationConfig:
-    """``config`` with each ``"SECTION.FIELD=VALUE"`` (``"FIELD=VALUE"`` at the top) applied in
-    order, parsed by the field's type (:func:`parse_value`) and checked by its section; a
-    ``ValueError`` names a bad one.
+    """``config`` with each ``"SECTION.FIELD=VALUE"`` (``"FIELD=VALUE"`` at the top) applied, a
+    later one winning, parsed by the field's type (:func:`parse_value`); a ``ValueError`` names a
+    bad one.
+
+    Each section is checked once, with all its new values: settings that only make sense together
+    (a shorter ``train.max_steps`` with a shorter ``train.warmup_steps``) may come in any order.
     """
+    changes: dict[str, dict[str, Any]] = {}  # section ("" for the top) -> field -> value
+    given: dict[str, list[str]] = {}  # section -> the settings that changed it, for errors
     for setting in settings:
         path, sep, text = (part.strip() for part in setting.partition("="))
         if not sep or not path:
@@ -282,18 +296,25 @@ def apply_overrides(config: TranslationConfig, settings: Sequence[str]) -> Trans
                 f"setting {setting!r}: {where} has no field {name!r}; it has {', '.join(known)}"
             )
         owner = getattr(config, section) if section else config
-        value = parse_value(path, text, get_type_hints(type(owner))[name])
-        try:  # the section checks the new value as when it is built
-            changed = replace(owner, **{name: value})
-            if path == "data.vocab_size":  # the model's vocabulary is the tokenizer's
-                config = replace(config, data=changed, model=config.model_config(value))
-            elif section:
-                config = replace(config, **{section: changed})
-            else:
-                config = changed
+        changes.setdefault(section, {})[name] = parse_value(
+            path, text, get_type_hints(type(owner))[name]
+        )
+        given.setdefault(section, []).append(setting)
+    sections: dict[str, Any] = {}
+    for section in [s for s in changes if s]:  # each section checks its new values as when built
+        try:
+            sections[section] = replace(getattr(config, section), **changes[section])
         except (TypeError, ValueError) as error:
-            raise type(error)(f"setting {setting!r}: {error}") from None
-    return config
+            raise type(error)(f"setting {', '.join(map(repr, given[section]))}: {error}") from None
+    if "vocab_size" in changes.get("data", {}):  # the model's vocabulary is the tokenizer's
+        vocab = sections["data"].vocab_size
+        model = sections.get("model", config.model)
+        sections["model"] = replace(model, src_vocab_size=vocab, tgt_vocab_size=vocab)
+    try:
+        return replace(config, **sections, **changes.get("", {}))
+    except (TypeError, ValueError) as error:
+        every = [setting for section in given for setting in given[section]]
+        raise type(error)(f"setting {', '.join(map(repr, every))}: {error}") from None
 
 
 def parse_value(path: str, text: str, kind: Any) -> Any:

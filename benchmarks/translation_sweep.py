@@ -1,5 +1,5 @@
-"""Tune the ``cpu`` translation recipe on the VALIDATION split: short runs, one setting changed at a
-time.
+r"""Tune the ``cpu`` translation recipe on the VALIDATION split: short runs, one setting changed
+at a time.
 
 Each invocation trains chapter 11's model (the ``cpu`` profile: all 29,000 training pairs, a joint
 BPE vocabulary, d_model 256, 3 + 3 layers) for a fixed number of optimizer steps, with some fields
@@ -8,14 +8,17 @@ of its configuration changed (``--set train.lr=0.002``, as ``train-translation -
 pairs): the validation loss, and sacreBLEU of greedy and beam decoding. The test split is never
 read, so nothing here can tune on it. The row is appended to a results file, atomically:
 
-    .venv/bin/python benchmarks/translation_sweep.py --name baseline --steps 400 \
-        --append-to results/translation-sweep.json
-    .venv/bin/python benchmarks/translation_sweep.py --name lr2e-3 --steps 400 --set train.lr=0.002
-    \
-        --append-to results/translation-sweep.json
+    .venv/bin/python benchmarks/translation_sweep.py --name baseline --steps 600 \
+        --append-to sweep.json
+    .venv/bin/python benchmarks/translation_sweep.py --name lr3e-3 --steps 600 \
+        --set train.lr=0.003 --append-to sweep.json
+
+Each row of ``results/translation-sweep.json`` records the command that gives it again today: its
+runs were made with the profile's earlier recipe (4,000-token batches, float32, an evaluation every
+130 steps, 4 beams with alpha 1.0), which the row's ``--set`` flags restore.
 
 ``--decoding`` instead scores decoding settings (beam width, length penalty) on the validation split
-with one trained model, which it trains first (or loads with ``--checkpoint``).
+with the one model it trains. ``--dry-run`` prints the resolved configuration and trains nothing.
 
 The last line of stdout is the JSON row (or rows). Not run by the tests.
 """
@@ -26,6 +29,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,7 @@ from transformer_tasks.records import describe_machine, source_commit
 from transformer_tasks.translation import (
     TranslationConfig,
     apply_overrides,
+    budget_settings,
     evaluate_translation,
     train_translation,
     translation_profile,
@@ -59,9 +64,8 @@ def profile_for(args: argparse.Namespace) -> TranslationConfig:
     shorthands = [f"train.seed={args.seed}", "train.progress=false", "data.test_limit=None"]
     shorthands += [f"num_threads={args.threads}"] if args.threads is not None else []
     try:
-        return apply_overrides(
-            translation_profile("cpu", max_steps=args.steps), shorthands + args.set
-        )
+        budget = budget_settings(max_steps=args.steps)
+        return apply_overrides(translation_profile("cpu"), budget + shorthands + args.set)
     except (TypeError, ValueError) as error:
         raise SystemExit(f"--set: {error}") from None
 
@@ -96,8 +100,14 @@ def main() -> None:
         "--decoding", action="store_true", help="score beam widths and length penalties"
     )
     parser.add_argument("--append-to", type=Path, default=None)
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the resolved configuration and exit"
+    )
     args = parser.parse_args()
     profile = profile_for(args)
+    if args.dry_run:
+        print(json.dumps({"dry_run": True, "config": asdict(profile)}))
+        return
     start = time.perf_counter()
     run = train_translation(None, profile, device="cpu")
     base = {

@@ -30,20 +30,25 @@ Usage::
     .venv/bin/python benchmarks/variants.py --copy-seeds 0 1 2 3 4 --translation-seeds 0 1 \
         --variants baseline rope
 
-* **Translation, ``cpu`` profile** (chapter 11's translator and recipe: all 29,000 training pairs,
-  an 8,000-token BPE vocabulary, d_model 256, 3+3 layers, Pre-LN, a linear schedule with a peak of
-  2e-3 after 300 warmup steps; the 1,000 sentences of test_2016_flickr). One run costs 20 to 25
-  minutes on one core of a 2-core AMD EPYC, too long for a notebook, so each is run on its own under
-  a step budget (``--translation-steps``: the committed runs took 900 steps, not the profile's own
-  2,467), and ``--append-to`` collects the results in
-  ``benchmarks/results/variants_translation_cpu.json``, which chapter 15 reads back. Every variant
-  runs with seeds 0 and 1; the two seeds of the baseline are the yardstick. Two processes of one
-  thread each, one per seed, on a 2-core machine::
+* **Translation, ``cpu`` profile** (chapter 11's translator: all 29,000 training pairs, an
+  8,000-token BPE vocabulary, d_model 256, 3+3 layers, Pre-LN; the 1,000 sentences of
+  test_2016_flickr). One run costs 20 to 25 minutes on one core of a 2-core AMD EPYC, too long for
+  a notebook, so each is run on its own under a step budget (``--translation-steps``), and
+  ``--append-to`` collects the results. The committed runs
+  (``benchmarks/results/variants_translation_cpu.json``, which chapter 15 reads back) took 900
+  steps of the profile's earlier recipe: 4,000-token batches, 300 warm-up steps to a peak of 2e-3,
+  the last 3 evaluations averaged, 4 beams with alpha 1.0, bfloat16 autocast on the AMD EPYC. The
+  ``--set`` flags below give that recipe today (each run in the file records its own command);
+  without them a run trains today's profile, which is another recipe. Every variant runs with seeds
+  0 and 1; the two seeds of the baseline are the yardstick. Two processes of one thread each, one
+  per seed, on a 2-core machine::
 
     for seed in 0 1; do
       for v in baseline post-ln rope modern; do
         .venv/bin/python benchmarks/variants.py --variants $v --copy-seeds --noise-seeds \
           --threads 1 --translation-profile cpu --translation-steps 900 --translation-seeds $seed \
+          --set data.max_tokens=4000 --set train.warmup_steps=300 --set average_last=3 \
+          --set decode.beam_size=4 --set decode.length_penalty=1.0 --set train.amp=bf16 \
           --append-to seed$seed.json
       done &
     done; wait
@@ -70,8 +75,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
+import sys
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -82,6 +90,7 @@ from _common import cpu_name, info, load_average
 from transformer_lib.files import atomic_write
 from transformer_tasks.copy import copy_model_config, run_copy_task
 from transformer_tasks.translation import (
+    TranslationConfig,
     apply_overrides,
     evaluate_translation,
     train_translation,
@@ -179,11 +188,9 @@ def run_copy(
     }
 
 
-def run_translation_variant(
-    name: str, overrides: dict[str, Any], seeds: list[int], args: argparse.Namespace
-) -> dict[str, Any]:
-    # The variant's model fields and the comparison's budget, as `train-translation --set` takes
-    # them.
+def translation_config(overrides: dict[str, Any], args: argparse.Namespace) -> TranslationConfig:
+    """The variant's translation run: the profile, the variant's model fields, the comparison's
+    budget, then ``--set`` (as ``train-translation --set`` takes them), applied last."""
     settings = [
         "train.time_budget_s=None",
         "train.progress=false",
@@ -194,7 +201,13 @@ def run_translation_variant(
         [f"train.max_steps={args.translation_steps}"] if args.translation_steps is not None else []
     )
     settings += QUICK if args.quick else []
-    profile = apply_overrides(translation_profile(args.translation_profile), settings)
+    return apply_overrides(translation_profile(args.translation_profile), settings + args.set)
+
+
+def run_translation_variant(
+    name: str, overrides: dict[str, Any], seeds: list[int], args: argparse.Namespace
+) -> dict[str, Any]:
+    profile = translation_config(overrides, args)
     runs = []
     for seed in seeds:
         start = time.perf_counter()
@@ -339,6 +352,18 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="CPU threads (default 1: steadier on a busy CPU)"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="a field of the translation configuration, applied after the variant's (repeatable)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print each variant's resolved configuration as JSON and exit without training",
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument(
         "--data-dir", default=None, help="Multi30k folder (default: $MULTI30K_DIR or the cache)"
@@ -375,10 +400,32 @@ def main() -> None:
     # --quick translates with the first and the last variant only (each translation run costs
     # seconds of set-up)
     translation_names = [names[0], names[-1]] if args.quick and len(names) > 1 else names
+    translation_variants = variants(TRANSLATION_D_FF[args.translation_profile])
+    try:  # a bad --set fails now, not after the copy runs
+        configs = {n: translation_config(translation_variants[n], args) for n in translation_names}
+    except (TypeError, ValueError) as error:
+        parser.error(f"--set: {error}")
+    if args.dry_run:
+        copy_models = {n: copy_model_config(**variants(COPY_D_FF)[n]).to_dict() for n in names}
+        resolved = {n: asdict(c) for n, c in configs.items()} if translation_seeds else {}
+        seeds = {"copy": copy_seeds, "translation": translation_seeds, "noise": noise_seeds}
+        print(
+            json.dumps(
+                {
+                    "dry_run": True,
+                    "threads": args.threads,
+                    "seeds": seeds,
+                    "copy": copy_models,
+                    "translation": resolved,
+                }
+            )
+        )
+        return
     torch.set_num_threads(args.threads)
 
     result: dict[str, Any] = {
         "benchmark": "variants",
+        "command": shlex.join(["benchmarks/variants.py", *sys.argv[1:]]),
         "quick": args.quick,
         "device": args.device,
         "cpu": cpu_name(),
@@ -403,7 +450,6 @@ def main() -> None:
         if copy_seeds
         else []
     )
-    translation_variants = variants(TRANSLATION_D_FF[args.translation_profile])
     result["translation"] = (
         [
             run_translation_variant(name, translation_variants[name], translation_seeds, args)

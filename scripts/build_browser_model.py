@@ -1,7 +1,7 @@
-"""Make the trained model's files (chapters 3-5 and 11, the pages' boxes), and score them.
+r"""Make the trained model's files (chapters 3-5 and 11, the pages' boxes), and score them.
 
-    python scripts/build_browser_model.py --checkpoint runs/translation_cpu.safetensors
-        --train-command "python -m transformer_tasks train-translation ... --save ..."
+    python scripts/build_browser_model.py --checkpoint runs/translation_cpu.safetensors \
+        --train-command "OMP_NUM_THREADS=1 make execute NB=chapters/11_translation.ipynb"
 
 From one checkpoint (a ``train-translation --save`` file), remakes everything: the files of
 ``transformer_book/translator/`` (package data: ``transformer_book.trained`` reads them in Python,

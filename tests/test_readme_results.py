@@ -115,3 +115,9 @@ def test_the_headline_is_chapter_11s_stored_run():
     assert f"after {results['steps']:,} training steps" in headline, (
         "the headline names the run's step budget"
     )
+    record = json.loads((ROOT / "results" / "translation-cpu.json").read_text(encoding="utf-8"))
+    cpu = "Intel Xeon" if "Xeon" in record["machine"]["cpu"] else record["machine"]["cpu"]
+    precision = {"none": "float32", "bf16": "bfloat16"}[results["amp"]]
+    threads = "one thread" if results["threads"] == 1 else f"{results['threads']} threads"
+    for fact in (f"{results['train_seconds']:,.1f} s of training", cpu, precision, threads):
+        assert fact in " ".join(headline.split()), f"the headline's time says where it ran: {fact}"

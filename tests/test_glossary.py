@@ -166,3 +166,27 @@ def test_notation_says_which_function_returns_the_scores() -> None:
     # The decoders return the ids alone; the scores come from sequence_log_prob.
     for decoder in (decoding.greedy_decode, decoding.beam_search):
         assert inspect.signature(decoder).return_annotation in (torch.Tensor, "Tensor")
+
+
+def test_the_attention_map_entry_says_what_a_fully_masked_row_holds() -> None:
+    import torch
+
+    from transformer_lib import scaled_dot_product_attention
+
+    assert "all masked, which the library makes all zero" in ENTRIES["Attention map"]
+    q = torch.randn(1, 1, 2, 4)
+    _, weights = scaled_dot_product_attention(
+        q, q, q, torch.tensor([[True, False], [False, False]])
+    )
+    assert weights[0, 0, 0].sum() == 1 and not weights[0, 0, 1].any()
+
+
+def test_the_fused_kernel_entry_names_the_backend_chapter_0_selects() -> None:
+    entry = ENTRIES["Fused kernel"]
+    assert "its math backend, which chapter 0 selects" in entry and "builds it" in entry
+    assert "sdpa_kernel([SDPBackend.MATH])" in chapter_markdown_and_code("00_introduction.ipynb")
+
+
+def chapter_markdown_and_code(name: str) -> str:
+    cells = json.loads((ROOT / "chapters" / name).read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(c["source"]) for c in cells)

@@ -54,7 +54,8 @@ def test_the_recurrent_panel_has_one_state_per_word_and_the_decoder_reads_the_la
     assert states == ["h₁", "h₂", "h₃", "h₄", "h₅", "h₆"]
     assert "decoder" in shown
     note = next(t for t in shown if t.startswith("spielen gets Hunde"))
-    assert "only inside h₂, mixed with Zwei" in note and "from h₆ alone: 6 words" in note
+    assert "only inside h₂, mixed with Zwei" in note
+    assert "without attention, the decoder gets h₆ alone: 6 words" in note
     boxes = [p for p in fig.axes[0].patches if isinstance(p, FancyBboxPatch)]
     state_widths = {round(p.get_width(), 6) for p in boxes if p.get_height() == 0.5}
     assert len(state_widths) == 1  # every state has the same, fixed size

@@ -34,3 +34,12 @@ def test_embed_is_the_token_embedding_of_chapter_1_plus_the_positions_of_chapter
     torch.testing.assert_close(embed(d_model=16, seed=3), tokens + sinusoidal_table(7, 16))
     assert embed(GERMAN).shape == (6, 8)
     assert not torch.equal(embed(seed=0), embed(seed=1))
+
+
+def test_the_copy_task_and_the_translator_start_with_the_same_special_tokens():
+    """Chapter 1 says its vocabulary, the copy task's and the translator's share ids 0 to 2."""
+    from transformer_lib.data.tokenizer import SPECIAL_TOKENS
+    from transformer_tasks.copy import BOS_ID, EOS_ID, PAD_ID
+
+    assert SPECIAL_TOKENS[:3] == SPECIALS
+    assert (PAD_ID, BOS_ID, EOS_ID) == tuple(vocabulary(ENGLISH)[s] for s in SPECIALS) == (0, 1, 2)

@@ -128,3 +128,65 @@ def notation_symbols() -> set[str]:
 @pytest.mark.parametrize("symbol", ["B", "S", "T", "d_model", "h", "d_k", "d_ff"])
 def test_notation_lists_the_main_symbols(symbol: str) -> None:
     assert symbol in notation_symbols()
+
+
+def notation_row(symbol_or_name: str) -> str:
+    """The row of notation.md whose first cell is ``symbol_or_name``."""
+    for line in NOTATION.read_text(encoding="utf-8").splitlines():
+        if line.startswith("|") and line.split("|")[1].strip() == symbol_or_name:
+            return line
+    raise AssertionError(f"notation.md has no row {symbol_or_name!r}")
+
+
+def test_notation_gives_each_profiles_length_penalty() -> None:
+    from transformer_tasks.translation.profiles import TRANSLATION_PROFILES
+
+    row = notation_row(r"$\alpha$")
+    stated = {
+        name: float(value)
+        for value, name in re.findall(r"(\d+(?:\.\d+)?) in the `(\w+)` profile", row)
+    }
+    assert set(stated) == {"cpu", "gpu"}, f"notation.md's alpha row names {sorted(stated)}"
+    for name, value in stated.items():
+        assert TRANSLATION_PROFILES[name].decode.length_penalty == value, (
+            f"notation.md says alpha is {value} in the {name!r} profile, the profile says "
+            f"{TRANSLATION_PROFILES[name].decode.length_penalty}"
+        )
+
+
+def test_notation_says_which_function_returns_the_scores() -> None:
+    import inspect
+
+    import torch
+
+    from transformer_lib import decoding
+
+    row = notation_row("decoded output, its scores")
+    assert "`sequence_log_prob` scores them" in row
+    # The decoders return the ids alone; the scores come from sequence_log_prob.
+    for decoder in (decoding.greedy_decode, decoding.beam_search):
+        assert inspect.signature(decoder).return_annotation in (torch.Tensor, "Tensor")
+
+
+def test_the_attention_map_entry_says_what_a_fully_masked_row_holds() -> None:
+    import torch
+
+    from transformer_lib import scaled_dot_product_attention
+
+    assert "all masked, which the library makes all zero" in ENTRIES["Attention map"]
+    q = torch.randn(1, 1, 2, 4)
+    _, weights = scaled_dot_product_attention(
+        q, q, q, torch.tensor([[True, False], [False, False]])
+    )
+    assert weights[0, 0, 0].sum() == 1 and not weights[0, 0, 1].any()
+
+
+def test_the_fused_kernel_entry_names_the_backend_chapter_0_selects() -> None:
+    entry = ENTRIES["Fused kernel"]
+    assert "its math backend, which chapter 0 selects" in entry and "builds it" in entry
+    assert "sdpa_kernel([SDPBackend.MATH])" in chapter_markdown_and_code("00_introduction.ipynb")
+
+
+def chapter_markdown_and_code(name: str) -> str:
+    cells = json.loads((ROOT / "chapters" / name).read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(c["source"]) for c in cells)

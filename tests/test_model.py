@@ -195,3 +195,18 @@ def test_the_model_runs_on_the_meta_device_to_count_flops(tiny_config) -> None:
         logits = model(src, tgt)
     assert logits.shape == (3, 4, tiny_config().tgt_vocab_size) and logits.is_meta
     assert counter.get_total_flops() > 0
+
+
+def test_the_config_docstring_gives_the_base_models_parameter_count() -> None:
+    """TransformerConfig's docstring states the count of its defaults with the paper's shared
+    37,000-token vocabulary (chapters 0 and 8 print the same number)."""
+    import re
+
+    from transformer_lib import TransformerConfig
+
+    doc = " ".join(TransformerConfig.__doc__.split())
+    stated = re.search(r"``share_embeddings=True``\) the model has ([\d,]+) parameters", doc)
+    assert stated, "TransformerConfig's docstring no longer states the base model's count"
+    with torch.device("meta"):
+        base = Transformer(TransformerConfig(37_000, 37_000, share_embeddings=True))
+    assert int(stated.group(1).replace(",", "")) == base.num_parameters()

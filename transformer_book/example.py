@@ -37,7 +37,7 @@ __all__ = [
 
 ENGLISH = "Two dogs play in the grass."
 GERMAN = "Zwei Hunde spielen im Gras."
-SPECIALS = ("<pad>", "<bos>", "<eos>")  # ids 0, 1, 2 in every vocabulary of the book
+SPECIALS = ("<pad>", "<bos>", "<eos>")  # ids 0, 1, 2, as in the copy task and the translator
 
 
 def words(sentence: str) -> list[str]:

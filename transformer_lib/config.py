@@ -16,10 +16,12 @@ from .validation import check_bool, check_choice, check_positive_int, check_toke
 class TransformerConfig:
     """Every hyper-parameter of :class:`~.Transformer`.
 
-    Defaults are the paper's base model (Vaswani et al., 2017, table 3: about 65M parameters with a
-    37,000-token shared vocabulary) and, for the variants, the paper's choices, so old checkpoints,
-    whose stored config lacks the variant fields, load unchanged. Each field is checked when built
-    (those that every layer shares by :class:`~.LayerSpec`).
+    Defaults are the widths of the paper's base model (Vaswani et al., 2017, table 3, which lists
+    65M parameters) and, for the variants, the paper's choices, so old checkpoints, whose stored
+    config lacks the variant fields, load unchanged. With the paper's 37,000-token vocabulary shared
+    by both embeddings and the output layer (``share_embeddings=True``) the model has 63,082,496
+    parameters; the paper gives its vocabulary only as "about 37000" tokens. Each field is checked
+    when built (those that every layer shares by :class:`~.LayerSpec`).
 
     Attributes:
         d_ff: the feed-forward hidden width, for every activation (see :class:`~.FeedForward`).

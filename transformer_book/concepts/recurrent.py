@@ -1,9 +1,9 @@
 """Chapter 3's reason for attention: what a recurrent network's fixed-size state loses.
 
 Top, a recurrent network reads "Zwei Hunde spielen im Gras." one word at a time. Each word goes
-into one state of fixed size, ``h_t``, computed from the word and the state before it, and the
-decoder that writes the English starts from the last state alone. *Hunde* reaches *spielen* only
-inside ``h_2``, mixed with *Zwei*; the path from *Hunde* to the decoder passes through every
+into one state of fixed size, ``h_t``, computed from the word and the state before it; a decoder
+without attention, which writes the English, gets the last state alone. *Hunde* reaches *spielen*
+only inside ``h_2``, mixed with *Zwei*; the path from *Hunde* to that decoder passes through every
 state after it. Bottom, attention: *spielen* compares itself with every word and reads *Hunde*
 directly, in one step, however far apart the two are.
 
@@ -95,7 +95,7 @@ def _recurrent(ax: Axes, tokens: list[str]) -> None:
         LEFT - WORD_W / 2,
         below,
         f"{READER} gets {SUBJECT} only inside {_state(subject)}, mixed with "
-        f"{tokens[0]};\nthe decoder starts from {_state(len(tokens) - 1)} alone: "
+        f"{tokens[0]};\nwithout attention, the decoder gets {_state(len(tokens) - 1)} alone: "
         f"{len(tokens)} words in one state of the same size",
         ha="left",
         va="top",
@@ -138,9 +138,9 @@ def recurrent_bottleneck_figure(sentence: str = GERMAN) -> Figure:
     """A recurrent network's fixed-size state against attention's direct look, on the example.
 
     Top: the words of ``sentence`` enter states ``h_1 .. h_S`` one at a time, each state made from
-    the word and the state before it; the decoder gets the last state. The path from *Hunde* on is
-    drawn in the highlight colour. Bottom: *spielen* looks at every word with one arrow each, the
-    one to *Hunde* drawn strong.
+    the word and the state before it; the decoder, without attention, gets the last state. The path
+    from *Hunde* on is drawn in the highlight colour. Bottom: *spielen* looks at every word with one
+    arrow each, the one to *Hunde* drawn strong.
 
     Shape:
         one box per word, ``S = 6`` for the running example, at most 6 (the page's width), and the

@@ -99,6 +99,20 @@ def fused_qkv_grad(mha: MultiHeadAttention) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
+def test_mha_projects_queries_keys_and_values_with_three_linear_calls(need_weights: bool) -> None:
+    """One forward calls ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj`` once each: three
+    products for Q, K and V, not one of the concatenated weights (chapter 12, the README's
+    ``qkv_projection`` row)."""
+    mha = MultiHeadAttention(D_MODEL, HEADS)
+    calls: list[str] = []
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        getattr(mha, name).register_forward_hook(lambda *_, name=name: calls.append(name))
+    x = torch.randn(2, 5, D_MODEL)
+    mha(x, x, x, causal_mask(5), need_weights=need_weights)
+    assert calls == ["q_proj", "k_proj", "v_proj", "out_proj"]
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
 def test_mha_self_attention_causal_matches_torch(need_weights: bool) -> None:
     ours, theirs = make_mha_pair()
     x = leaf(3, 5, D_MODEL)

@@ -6,7 +6,8 @@ Usage: ``_distributed_worker.py MODE OUT CKPT`` where MODE is
 * ``equal``: run A (grad_accum=1, dropout 0, evaluation, periodic and best checkpoints, progress
 bar),
   run B (grad_accum=2, no_sync), run C (dropout 0.1, the uninterrupted reference for resuming) and
-  run D (ranks given different numbers of batches: training must end, not hang);
+  run D (ranks given different numbers of batches: training must end, not hang) and run E (a time
+  budget and the linear schedule, rank 1's steps slower: the ranks must share one clock);
 * ``crash``: run C again with checkpoints every 3 steps; rank 1 kills itself (SIGKILL) when it asks
   for the batches of step 7, right after the checkpoint of step 6;
 * ``resume``: run C resumed from the checkpoint the crash left.
@@ -23,6 +24,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ import torch
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.data.batching import Batch, make_batch
 from transformer_lib.training import TrainConfig, TrainResult, evaluate_loss, train
+from transformer_lib.training.loss import batch_logits
 
 PAD, BOS, EOS, VOCAB = 0, 1, 2, 13
 BASE = dict(lr=1e-2, warmup_steps=2, label_smoothing=0.1, progress=False, seed=3)
@@ -144,6 +147,7 @@ def main() -> None:
             "steps": result.steps,
             "stop_reason": result.stop_reason,
             "world_size": result.world_size,
+            "train_seconds": result.train_seconds,
         }
 
     if mode == "equal":
@@ -165,6 +169,15 @@ def main() -> None:
         # sharding).
         uneven = [random_batch(i) for i in range(7 + 2 * r)]
         keep("d", *_run(("d", 0.0, 0, dict(max_epochs=1)), ckpt, data=uneven))
+
+        # Run E: a time budget, and a linear rate that follows its clock; rank 1's steps are slower.
+        def slower_on_rank_1(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+            if r == 1:
+                time.sleep(0.02)
+            return batch_logits(model, batch)
+
+        budget = dict(time_budget_s=0.3, schedule="linear")
+        keep("e", *_run(("e", 0.0, 8, budget), ckpt, forward=slower_on_rank_1))
     elif mode == "crash":
         make_c = make_data(RUN_C[2])
 

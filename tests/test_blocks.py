@@ -99,6 +99,20 @@ def fused_qkv_grad(mha: MultiHeadAttention) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
+def test_mha_projects_queries_keys_and_values_with_three_linear_calls(need_weights: bool) -> None:
+    """One forward calls ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj`` once each: three
+    products for Q, K and V, not one of the concatenated weights (chapter 12, the README's
+    ``qkv_projection`` row)."""
+    mha = MultiHeadAttention(D_MODEL, HEADS)
+    calls: list[str] = []
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        getattr(mha, name).register_forward_hook(lambda *_, name=name: calls.append(name))
+    x = torch.randn(2, 5, D_MODEL)
+    mha(x, x, x, causal_mask(5), need_weights=need_weights)
+    assert calls == ["q_proj", "k_proj", "v_proj", "out_proj"]
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
 def test_mha_self_attention_causal_matches_torch(need_weights: bool) -> None:
     ours, theirs = make_mha_pair()
     x = leaf(3, 5, D_MODEL)
@@ -470,14 +484,43 @@ def test_fully_masked_row_fused_equals_reference_path() -> None:
 
 @pytest.mark.parametrize("dtype", low_precision_dtypes())
 def test_torch_sdpa_zeroes_fully_masked_rows_on_cpu(dtype: torch.dtype) -> None:
-    # MultiHeadAttention relies on this on the CPU (no guard there); if PyTorch changes it, this
-    # fails.
+    # What chapter 12 shows on the CPU. The library does not rely on it: MultiHeadAttention's fast
+    # path goes through guarded_attention on every device (next tests).
     torch.manual_seed(0)
     q, k, v = (leaf(2, 2, 4, 8, dtype=dtype) for _ in range(3))
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=masked_row_mask(4, 4))
     assert (out[0, :, 1] == 0).all() and torch.isfinite(out).all()
     (out.float() * torch.randn(out.shape)).sum().backward()
     assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
+
+
+def test_guarded_attention_zeroes_the_row_even_where_the_kernel_gives_nan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fused kernel that returns NaN for a fully masked row (as some GPU kernels may) stands in
+    for PyTorch's: ``guarded_attention``, and so ``MultiHeadAttention``'s fast path, still gives the
+    row zeros (chapter 12: on every device, not only where PyTorch's kernel does it)."""
+    fused = F.scaled_dot_product_attention
+
+    def nan_on_empty_rows(query, key, value, attn_mask=None, **kwargs):
+        out = fused(query, key, value, attn_mask=attn_mask, **kwargs)
+        if attn_mask is None:
+            return out
+        empty = ~attn_mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
+        return out.masked_fill(empty, float("nan"))
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", nan_on_empty_rows)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 4, 8) for _ in range(3))
+    mask = masked_row_mask(4, 4)
+    assert nan_on_empty_rows(q, k, v, attn_mask=mask)[0, :, 1].isnan().all()  # the stand-in
+    out = guarded_attention(q, k, v, mask)
+    assert torch.isfinite(out).all() and (out[0, :, 1] == 0).all()
+    mha = randomize_(MultiHeadAttention(D_MODEL, HEADS))
+    x, memory = torch.randn(2, 4, D_MODEL), torch.randn(2, 5, D_MODEL)
+    fast, _ = mha(x, memory, memory, masked_row_mask(4, 5))
+    assert torch.isfinite(fast).all()
+    assert_close(fast[0, 1], mha.out_proj.bias.detach())
 
 
 @pytest.mark.parametrize("dtype", low_precision_dtypes())

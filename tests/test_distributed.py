@@ -225,6 +225,18 @@ def test_uneven_data_ends_the_epoch_on_every_rank_instead_of_hanging(equal_run):
         assert report["d"]["steps"] == 3 and report["d"]["stop_reason"] == "max_epochs"
 
 
+def test_the_ranks_share_the_slowest_ranks_clock_for_a_time_budget(equal_run):
+    """Run E: a time budget with the linear schedule, rank 1's steps slower. Each rank's own clock
+    would differ; ``train()`` gives every rank the slowest one (``ReduceOp.MAX``), so both ranks
+    count the same seconds, use the same rate at every step and stop at the same step (chapter 13
+    says so)."""
+    first, second = (report["e"] for _, report in equal_run["ranks"])
+    assert first["stop_reason"] == second["stop_reason"] == "time_budget"
+    assert first["steps"] == second["steps"] > 1
+    assert first["train_seconds"] == second["train_seconds"]
+    assert [h["lr"] for h in first["history"]] == [h["lr"] for h in second["history"]]
+
+
 # ----------------------------------------------------------------------------------------------
 # rank 0 only
 

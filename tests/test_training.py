@@ -113,8 +113,8 @@ def test_label_smoothed_loss_matches_a_hand_computation():
 
 
 def test_label_smoothing_can_give_the_padding_class_no_mass():
-    """``smooth_pad=False`` (The Annotated Transformer's target): ``eps`` is spread over the other
-    ``K - 1`` classes and ``<pad>`` gets none; with ``eps = 0`` both definitions are plain NLL."""
+    """``smooth_pad=False``: ``eps`` is spread over the ``K - 1`` classes other than ``<pad>``, the
+    true one included, and ``<pad>`` gets none; with ``eps = 0`` both definitions are plain NLL."""
     torch.manual_seed(1)
     logits = torch.randn(2, 4, 7)
     target = torch.tensor([[3, 4, 5, 0], [6, 0, 0, 0]])
@@ -134,6 +134,28 @@ def test_label_smoothing_can_give_the_padding_class_no_mass():
     assert summed.item() == pytest.approx(total, rel=1e-5)
     plain = sequence_loss(logits, target, 0, 0.0)
     assert sequence_loss(logits, target, 0, 0.0, smooth_pad=False).item() == plain.item()
+
+
+def test_the_target_without_a_share_for_padding_is_the_one_the_docstring_gives():
+    """``sequence_loss``'s docstring: with ``smooth_pad=False`` and ``eps = 0.1`` on 7 classes the
+    target gives the true class 0.9167 and the others 0.0167, ``<pad>`` 0, not The Annotated
+    Transformer's 0.9 and 0.02. The target is read back from the gradient: at logits 0 the gradient
+    of the summed loss is ``softmax(0) - q = 1/K - q``."""
+    classes, eps, true = 7, 0.1, 3
+    logits = torch.zeros(1, 1, classes, requires_grad=True)
+    target = torch.tensor([[true]])
+    sequence_loss(logits, target, 0, eps, reduction="sum", smooth_pad=False).backward()
+    q = 1 / classes - logits.grad[0, 0]  # (K,): the target the loss used
+    expected = torch.full((classes,), eps / (classes - 1))
+    expected[0], expected[true] = 0.0, 1 - eps + eps / (classes - 1)
+    torch.testing.assert_close(q, expected)
+    shown = [round(v, 4) for v in q.tolist()]
+    assert shown == [0.0, 0.0167, 0.0167, 0.9167, 0.0167, 0.0167, 0.0167]
+    annotated = torch.full((classes,), eps / (classes - 2))  # The Annotated Transformer's target
+    annotated[0], annotated[true] = 0.0, 1 - eps
+    assert annotated[true].item() == pytest.approx(0.9)
+    assert annotated[1].item() == pytest.approx(0.02)
+    assert not torch.allclose(q, annotated, atol=1e-3)
 
 
 def test_the_tied_padding_row_gets_a_gradient_through_the_output_layer():

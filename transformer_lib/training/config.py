@@ -35,8 +35,10 @@ class TrainConfig:
             ``torchrun``).
         label_smoothing: ``epsilon_ls`` of ``F.cross_entropy`` (the paper: 0.1).
         label_smoothing_pad: whether label smoothing gives the padding class its share
-            ``epsilon_ls / V``, as ``F.cross_entropy`` does (``True``), or none, as The Annotated
-            Transformer does (``False``: the share goes to the other ``V - 1`` classes). Measured
+            ``epsilon_ls / V``, as ``F.cross_entropy`` does (``True``), or none (``False``:
+            ``epsilon_ls`` is spread over the ``V - 1`` classes but ``<pad>``, the true one too; The
+            Annotated Transformer also gives ``<pad>`` none, but its target differs, see
+            :func:`~.sequence_loss`). Measured
             on chapter 11's recipe, giving it none moved BLEU and the validation loss less than a
             second seed does (``benchmarks/results/label_smoothing_pad.json``), so the default
             stays PyTorch's.

@@ -41,9 +41,14 @@ def sequence_loss(
     With label smoothing ``eps`` over ``K`` classes, each target position contributes
     ``(1 - eps) * (-log p_y) + eps / K * sum_k (-log p_k)`` (``F.cross_entropy``'s definition:
     the true class gets a share of ``eps`` too). With ``smooth_pad=False`` the padding class gets
-    no share, as in The Annotated Transformer: ``eps / (K - 1)`` goes to each other class (a model
-    never has to predict ``<pad>``, and the decoders never produce it). ``"mean"`` averages over the
-    non-padding positions; ``"sum"`` adds them up.
+    no share (a model never has to predict ``<pad>``, and the decoders never produce it): ``eps`` is
+    spread evenly over the ``K - 1`` classes but ``<pad>``, the true one included, so the target
+    gives the true class ``1 - eps + eps / (K - 1)`` and each of the others but ``<pad>``
+    ``eps / (K - 1)`` (0.9167 and 0.0167 for ``eps = 0.1`` on 7 classes). That is not The Annotated
+    Transformer's target, which gives the true class exactly ``1 - eps`` and each class that is
+    neither the true one nor ``<pad>`` ``eps / (K - 2)`` (0.9 and 0.02 on 7 classes); only the zero
+    for ``<pad>`` is the same. ``"mean"`` averages over the non-padding positions; ``"sum"`` adds
+    them up.
 
     Shape:
         logits: ``(B, T, V)``; target: ``(B, T)``; output: scalar.

@@ -2,13 +2,15 @@
 
 PyTorch's ``F.cross_entropy(label_smoothing=eps)`` spreads ``eps`` over all ``V`` classes, so every
 target position asks for a probability of about ``eps / V`` on ``<pad>``, a token the model never
-has to write. The Annotated Transformer gives ``<pad>`` nothing instead (the library's
-``TrainConfig(label_smoothing_pad=False)``). This script reads two runs of the same recipe and
-seed, one each way (``train-translation --save``'s checkpoints and ``--results`` files), and
-optionally a run with a share and another seed, the yardstick for the difference; it reports for
-each: the test BLEU, the validation loss of the kept weights, and what the trained
-model does with ``<pad>`` on the validation split (teacher-forced, evaluation mode): its mean and
-largest probability, and how often it is among the 8 most likely tokens (8 is the profile's beam).
+has to write. The library's ``TrainConfig(label_smoothing_pad=False)`` gives ``<pad>`` nothing
+instead, spreading ``eps`` over the other classes (like The Annotated Transformer for ``<pad>``,
+though not for the true class: ``sequence_loss``'s docstring gives both). This script reads two
+runs of the same recipe and seed, one each way (``train-translation --save``'s checkpoints and
+``--results`` files), and optionally a run with a share and another seed, the yardstick for the
+difference; it reports for each: the test BLEU, the validation loss of the kept weights, and what
+the trained model does with ``<pad>`` on the validation split (teacher-forced, evaluation mode):
+its mean and largest probability, and how often it is among the 8 most likely tokens (8 is the
+profile's beam).
 
     MULTI30K_DIR=... .venv/bin/python benchmarks/label_smoothing_pad.py \\
         --share runs/translation_cpu.safetensors results/translation-cpu.json \\

@@ -25,7 +25,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with chapters/nbval_saniti
 # pytest-xdist workers (loadscope keeps each notebook, and each test module, on one worker).
 JOBS ?= 2
 
-.PHONY: figures book test test-book test-units test-notebooks test-colab screenshots venv lint execute browser-setup npm-packages clean
+.PHONY: figures book test test-book test-units test-notebooks test-default-kernels test-colab screenshots venv lint execute browser-setup npm-packages clean
 
 venv: $(STAMP)
 
@@ -78,9 +78,10 @@ endef
 #   test-units      tests/: the package's unit tests, the book's configuration, and the browser
 #                   test of the site just built;
 #   test-notebooks  every notebook re-run under nbval and compared with its stored outputs (with
-#                   TQDM_DISABLE=1, which the CLI tests in test-units must not inherit).
+#                   TQDM_DISABLE=1, which the CLI tests in test-units must not inherit);
+#   test-default-kernels  the notebooks and the drawn figures again, with PyTorch's plain CPU kernels.
 test: lint browser-setup
-	@$(MAKE) --no-print-directory -k test-book test-units test-notebooks
+	@$(MAKE) --no-print-directory -k test-book test-units test-notebooks test-default-kernels
 
 test-book: $(STAMP) npm-packages
 	$(BUILD_BOOK)
@@ -90,6 +91,15 @@ test-units: $(STAMP)
 
 test-notebooks: $(STAMP)
 	$(if $(NOTEBOOKS),$(call pytest,$(NOTEBOOK_ENV),-n $(JOBS) --dist loadscope $(NBVAL) $(NOTEBOOKS)),\
+		@echo "make test: no notebooks in chapters/"; exit 1)
+
+# What compares floats with stored outputs (every notebook, the figures drawn from the code), run with
+# ATEN_CPU_CAPABILITY=default: PyTorch then uses its plain CPU kernels instead of the processor's
+# vectorised ones, and rounds in another order, as another processor would. Those comparisons hold at
+# the printed precision or a stated tolerance (conftest.py, tests/test_diagrams.py), so they pass
+# both ways.
+test-default-kernels: $(STAMP)
+	$(if $(NOTEBOOKS),$(call pytest,ATEN_CPU_CAPABILITY=default $(NOTEBOOK_ENV),-n $(JOBS) --dist loadscope $(NBVAL) $(NOTEBOOKS) tests/test_diagrams.py),\
 		@echo "make test: no notebooks in chapters/"; exit 1)
 
 # Full-page screenshots of every page of the built site, to read it as a reader would (_build/screenshots/).

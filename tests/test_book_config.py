@@ -510,3 +510,22 @@ def test_the_idea_comes_with_a_picture_before_the_first_code_cell(path: Path) ->
         assert (ROOT / "figures" / name).is_file(), (
             f"{path.name} shows figures/{name}, which does not exist"
         )
+
+
+def test_nbval_compares_a_plotly_figures_numbers_at_a_tolerance_and_its_text_exactly():
+    """conftest.py lets a Plotly output's 4th significant digit move (another processor's
+    rounding) and nothing else."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    stored = (
+        '<div id="x"></div><script>Plotly.newPlot("x", [{"z": [[0.2732, 1.433e-05]]}])</script>'
+    )
+    close = module.plotly_html_close
+    assert close(stored.replace("0.2732", "0.2733"), stored)
+    assert close(stored.replace("1.433e-05", "1.434e-05"), stored)
+    assert not close(stored.replace("0.2732", "0.2832"), stored)
+    assert not close(stored.replace('"z"', '"y"'), stored)
+    assert not close("<p>0.2733</p>", "<p>0.2732</p>"), "only Plotly figures"

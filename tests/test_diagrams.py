@@ -1,11 +1,12 @@
 """The figures drawn from the code: they show what the config builds, each chapter's map marks what
-the chapter builds, and the stored files are current."""
+the chapter builds and opens the chapter, and the stored files are current."""
 
 from __future__ import annotations
 
 import base64
 import importlib.util
 import io
+import json
 import re
 from pathlib import Path
 
@@ -206,6 +207,56 @@ def test_each_chapters_map_marks_what_the_chapter_builds(chapter):
         assert layers in ink
     assert f"map_{chapter:02d}.svg" in module.FIGURES
     plt.close("all")
+
+
+# Chapters 1-5 and 11 are being rewritten; their maps go in after that (strict: a chapter that
+# shows its map must leave this list).
+MAPS_PENDING = {1, 2, 3, 4, 5, 11}
+CAPTION = "You are here: "
+
+
+def _opening(chapter: int) -> str:
+    """The markdown of chapter ``chapter`` before its first code cell."""
+    (path,) = (ROOT / "chapters").glob(f"{chapter:02d}_*.ipynb")
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    opening = []
+    for cell in cells:
+        if cell["cell_type"] == "code":
+            break
+        source = cell["source"]
+        opening.append("".join(source) if isinstance(source, list) else source)
+    return "\n".join(opening)
+
+
+@pytest.mark.parametrize(
+    "chapter",
+    [
+        pytest.param(
+            n,
+            marks=pytest.mark.xfail(
+                strict=True, reason="the lead adds these maps after the chapter rewrites"
+            ),
+        )
+        if n in MAPS_PENDING
+        else n
+        for n in range(1, 12)
+    ],
+)
+def test_each_chapter_opens_with_its_map(chapter):
+    """Chapters 1-11 show their map before any code: a figure with alt text and a one-line caption
+    that says what the marked parts are."""
+    opening = _opening(chapter)
+    name = f"map_{chapter:02d}.svg"
+    blocks = re.findall(
+        r"```\{figure\} \.\./figures/" + re.escape(name) + r"\n(.*?)```", opening, re.S
+    )
+    assert len(blocks) == 1, f"chapter {chapter} shows figures/{name} {len(blocks)} times"
+    options, _, caption = blocks[0].partition("\n\n")
+    assert re.search(r"^:alt: \S.{40,}$", options, re.M), "the map needs alt text"
+    caption = caption.strip()
+    assert caption.startswith(CAPTION) and "\n" not in caption, (
+        f"one line that starts {CAPTION!r}: {caption!r}"
+    )
 
 
 # Another processor, or PyTorch's other vectorised kernels (ATEN_CPU_CAPABILITY), rounds the values

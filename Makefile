@@ -3,7 +3,8 @@
 #   make test      run every test (what CI runs: .ci/run), the chapters with the smoke profile
 # and, for authors:
 #   make screenshots full-page screenshots of the built site in _build/screenshots/ (browser test)
-#   make figures   redraw the landing page's architecture figure (figures/) with transformer_book
+#   make figures   redraw the figures (figures/) with transformer_book: the architecture, the chapters' maps
+#                  of it and their concept pictures
 #   make test-colab  the chapters on an emulated Colab (tests/test_colab.py; minutes, needs PyPI)
 #   make lint      ruff check and ruff format --check over every Python directory and the chapters
 #   make execute   re-run every notebook in place with the CPU profile (refreshes the stored outputs

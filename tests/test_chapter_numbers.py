@@ -30,9 +30,6 @@ RESULT_FILE = re.compile(r"(?:benchmarks/)?results/[\w.-]+\.json")
 # where
 # a and b are themselves printed, in a named file, or derived here.
 DERIVED: dict[str, dict[str, tuple[str, str, str]]] = {
-    "03_attention_and_masks": {
-        "9.966": ("diff", "16.948", "6.982"),  # play's score above grass's, the two printed scores
-    },
     "08_encoder_decoder_model": {
         # the library's initial weights against PyTorch's defaults: printed standard deviations
         "1.7": ("ratio", "0.0442", "0.0255"),  # attention projections

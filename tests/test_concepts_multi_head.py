@@ -59,6 +59,20 @@ def test_the_concatenation_times_w_o_is_each_head_through_its_own_rows():
     torch.testing.assert_close(heads[0] @ w_o[:4] + heads[1] @ w_o[4:], step["output"])
 
 
+def test_the_hand_set_w_o_names_what_plays_two_heads_fetched():
+    step = concept.example_heads()
+    fetched, output = step["heads"][:, PLAY], step["output"][PLAY]  # (2, 4), (8,)
+    noun, plural = 0, 1  # FEATURES: noun, plural, verb, number
+    named = torch.stack([fetched[0, plural], fetched[1, noun], fetched[0, noun] + fetched[1, noun]])
+    torch.testing.assert_close(output[:3], named)  # plural, singular noun, nouns
+    assert output[0] > 0.9 and output[1] > 0.9 and output[2] > 1.8  # two nouns, one per head
+    assert (step["output"][:, 3:] == 0).all()  # W_O writes nothing into features 3-7
+    assert concept.OUTPUT_FEATURES == ("plural", "singular noun", "nouns")
+    shown = " ".join(t.get_text() for t in concept.merge_figure().findobj(Text))
+    assert all(name in shown for name in concept.OUTPUT_FEATURES)
+    plt.close("all")
+
+
 def test_a_question_about_an_unknown_feature_is_refused():
     with pytest.raises(ValueError, match="FEATURES"):
         concept.asks({"colour": 1.0})

@@ -12,9 +12,10 @@ four :data:`~transformer_book.example.FEATURES` (noun, plural, verb, number). On
 The figures: ``multi_head_why.svg`` (the reason), ``multi_head_split.svg`` (one product computes
 every head's queries; the split hands each head its columns), ``multi_head_heads.svg`` (each head
 attends on its own features) and ``multi_head_merge.svg`` (the outputs side by side, times
-``W_O``). ``W_O`` is random (``torch.Generator().manual_seed(seed)``): the point there is an
-equality. The chapter builds the same numbers in the open and checks them against
-:func:`example_heads`. The split's two groupings (the labelled tensor) are in :mod:`.head_split`.
+``W_O``). ``W_O`` is set by hand too (:func:`output_projection`), so that *play*'s output carries
+features one can name (:data:`OUTPUT_FEATURES`). The chapter builds the same numbers in the open and
+checks them against :func:`example_heads`. The split's two groupings (the labelled tensor) are in
+:mod:`.head_split`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "HEAD_COLOURS",
     "LOUD",
     "ONE_HEAD_ASKS",
+    "OUTPUT_FEATURES",
     "asks",
     "example_heads",
     "example_projections",
@@ -45,6 +47,7 @@ __all__ = [
     "heads_figure",
     "merge_figure",
     "one_head",
+    "output_projection",
     "split_figure",
     "why_figure",
 ]
@@ -55,6 +58,10 @@ LOUD = 8.0  # the size of play's query entries: large enough that each head's ch
 ONE_HEAD_ASKS = {"noun": 1.0}  # one head: a noun (dogs and grass both are)
 HEAD_ASKS = ({"noun": 1.0, "plural": 1.0}, {"noun": 1.0, "plural": -1.0})  # dogs; grass
 ASKER = "play"
+OUTPUT_FEATURES = ("plural", "singular noun", "nouns")
+"""What the hand-set ``W_O`` writes into output features 0-2: head 1's plural (head 1 fetches a
+plural noun), head 2's noun (head 2 fetches a noun that is not plural), and the two heads' nouns
+added up. It writes nothing into features 3-7."""
 
 
 def asks(wants: dict[str, float], word: str = ASKER, size: float = LOUD) -> Tensor:
@@ -91,22 +98,37 @@ def head_projections(wants: dict[str, float], seed: int = 0) -> tuple[Tensor, Te
     return inverse @ asks(wants), inverse @ offers, inverse @ offers
 
 
+def output_projection() -> Tensor:
+    """The chapter's hand-set ``W_O``: it names three output features, :data:`OUTPUT_FEATURES`.
+
+    Rows 0-3 read head 1's four features (noun, plural, verb, number), rows 4-7 head 2's. Output
+    feature 0 takes head 1's plural, feature 1 head 2's noun, feature 2 the sum of both heads'
+    nouns; features 3-7 stay 0.
+
+    Shape:
+        ``(8, 8)``, used as ``concat @ W_O``.
+    """
+    d_k, noun, plural = len(FEATURES), FEATURES.index("noun"), FEATURES.index("plural")
+    w_o = torch.zeros(2 * d_k, 2 * d_k)
+    w_o[plural, 0] = 1.0  # head 1's plural -> "plural"
+    w_o[d_k + noun, 1] = 1.0  # head 2's noun -> "singular noun"
+    w_o[[noun, d_k + noun], 2] = 1.0  # head 1's noun + head 2's noun -> "nouns"
+    return w_o
+
+
 def example_projections(seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The chapter's ``W_Q, W_K, W_V, W_O`` for two heads: each head's matrices side by side.
 
     Columns 0-3 of ``W_Q``, ``W_K`` and ``W_V`` are head 1's (:func:`head_projections` of
     ``HEAD_ASKS[0]``), columns 4-7 head 2's; rows 0-3 of ``W_O`` read head 1's output, rows 4-7
-    head 2's. ``W_O`` is ``torch.randn(8, 8) / sqrt(8)`` from
-    ``torch.Generator().manual_seed(seed)``.
+    head 2's. ``W_O`` is :func:`output_projection`.
 
     Shape:
         four ``(8, 8)`` tensors.
     """
     first, second = (head_projections(wants, seed) for wants in HEAD_ASKS)
     w_q, w_k, w_v = (torch.cat([a, b], dim=1) for a, b in zip(first, second, strict=True))
-    generator = torch.Generator().manual_seed(seed)
-    w_o = torch.randn(8, 8, generator=generator) / math.sqrt(8)
-    return w_q, w_k, w_v, w_o
+    return w_q, w_k, w_v, output_projection()
 
 
 def example_heads(seed: int = 0) -> dict[str, Tensor]:
@@ -474,7 +496,8 @@ def heads_figure() -> Figure:
 def merge_figure() -> Figure:
     """The heads' outputs side by side, times ``W_O``: each head writes through its own rows.
 
-    Top: ``concat`` (7 x 8, head 1's output then head 2's) times ``W_O`` (8 x 8) gives the output.
+    Top: ``concat`` (7 x 8, head 1's output then head 2's) times ``W_O`` (8 x 8) gives the output,
+    whose first three columns are :data:`OUTPUT_FEATURES`.
     Bottom: the same output as ``out1 @ W_O[0:4] + out2 @ W_O[4:8]``: each head writes into all 8
     features through its own 4 rows of ``W_O``.
     """
@@ -496,11 +519,13 @@ def merge_figure() -> Figure:
     for h in range(2):
         _frame(ax, 0.7 + 4 * cell * h, top, 4 * cell, 7 * cell, HEAD_COLOURS[h])
         _frame(ax, 2.55, top - 4 * cell * h, 8 * cell, 4 * cell, HEAD_COLOURS[h])
+    first, second, third = OUTPUT_FEATURES
     _text(
         ax,
         5.95,
         top - 3.5 * cell,
-        "rows 0-3 of W_O read\nhead 1's features,\nrows 4-7 head 2's",
+        "rows 0-3 of W_O read\nhead 1's features,\nrows 4-7 head 2's.\n"
+        f"Output columns 0-2:\n{first}, {second},\n{third}",
         ha="left",
         color=MUTED,
     )

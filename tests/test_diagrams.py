@@ -209,9 +209,6 @@ def test_each_chapters_map_marks_what_the_chapter_builds(chapter):
     plt.close("all")
 
 
-# Chapters 1-5 and 11 are being rewritten; their maps go in after that (strict: a chapter that
-# shows its map must leave this list).
-MAPS_PENDING = {3, 4, 5}
 CAPTION = "You are here: "
 
 
@@ -228,20 +225,7 @@ def _opening(chapter: int) -> str:
     return "\n".join(opening)
 
 
-@pytest.mark.parametrize(
-    "chapter",
-    [
-        pytest.param(
-            n,
-            marks=pytest.mark.xfail(
-                strict=True, reason="the lead adds these maps after the chapter rewrites"
-            ),
-        )
-        if n in MAPS_PENDING
-        else n
-        for n in range(1, 12)
-    ],
-)
+@pytest.mark.parametrize("chapter", range(1, 12))
 def test_each_chapter_opens_with_its_map(chapter):
     """Chapters 1-11 show their map before any code: a figure with alt text and a one-line caption
     that says what the marked parts are."""

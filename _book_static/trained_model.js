@@ -111,7 +111,7 @@
 
   const longs = (xs) => BigInt64Array.from(xs, (x) => BigInt(x));
 
-  // What the boxes do with the typed text, as transformer_book.browser_model.input_hints: trimmed,
+  // What the boxes do with the typed text, as transformer_book.browser_model.prepare_input: trimmed,
   // cut to max_chars characters (code points), and notes on it by name.
   function prepare(m, typed) {
     const c = m.config;
@@ -121,7 +121,8 @@
     const hints = chars.length > c.max_chars ? ["cut"] : [];
     const ids = m.tokenizer.encode(text, { add_special_tokens: false }).ids;
     const counted = ids.filter((i) => m.tokenizer.id_to_token(i) !== MARKER);
-    if (counted.length && 2 * counted.filter((i) => i === c.unk_id).length >= counted.length) hints.push("unknown");
+    const unknown = counted.length && 2 * counted.filter((i) => i === c.unk_id).length >= counted.length;
+    if (!/\p{L}/u.test(text) || unknown) hints.push("unknown");  // no letter at all ("12345", "😀😀"), or mostly <unk>
     const words = text.toLowerCase().match(/\p{L}+/gu) || [];
     const known = { de: new Set(c.hint_words.de), en: new Set(c.hint_words.en) };
     const votes = (lang) => words.filter((w) => known[lang].has(w)).length;
@@ -136,8 +137,9 @@
       empty: "Type a sentence first: the box is empty.",
       cut: `Only the first ${max} characters are used (${prepared.chars} were typed): each new English token ` +
         "makes the model re-read everything before it, so long inputs are cut.",
-      unknown: "Most of this text is unknown to the tokenizer, which learned its pieces from German and English " +
-        "image captions: the model's output means little.",
+      unknown: "This text holds no German word: it has no letter at all (only digits, signs or emoji), or mostly " +
+        "characters the tokenizer never met in the German and English image captions it learned from. The model " +
+        "translates German sentences, so its output for this text means little.",
       english: "This looks like English, not German: the model translates German into English, so its output " +
         "for other text means little. (A rule of thumb: it counts frequent caption words of each language.)",
     };
@@ -273,22 +275,62 @@
     return out;
   }
 
-  // White to dark blue (ColorBrewer's Blues): darker = more weight, on the map's own white card in
-  // both of the site's themes.
-  const BLUES = [[247, 251, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107]];
-  function colour(x) {
-    const t = Math.min(1, Math.max(0, x)) * (BLUES.length - 1), i = Math.min(Math.floor(t), BLUES.length - 2);
-    const mix = BLUES[i].map((a, k) => Math.round(a + (BLUES[i + 1][k] - a) * (t - i)));
+  // The site's theme (html[data-theme], set by the theme's switch) and a way to hear of its changes:
+  // a box redraws its map in the other palette.
+  const dark = () => document.documentElement.dataset.theme === "dark";
+  function onThemeChange(callback) {
+    let last = dark();
+    new MutationObserver(() => {
+      if (dark() !== last) { last = dark(); callback(); }
+    }).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
+  }
+
+  // The palettes of a map (ColorBrewer's Blues): in the light theme white to dark blue on a white
+  // card, "the darker, the more weight"; in the dark theme the same blues the other way round on a
+  // dark card, "the brighter, the more weight". Each cell's luminance moves one way with its weight.
+  const PALETTES = {
+    light: {
+      card: "#ffffff", label: "#222222", masked: "#d9d9d9", more: "darker", zero: "white", one: "darkest blue",
+      stops: [[247, 251, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107]],
+    },
+    dark: {
+      card: "#222832", label: "#e6e9ee", masked: "#555d6b", more: "brighter", zero: "near black", one: "palest blue",
+      stops: [[16, 28, 46], [16, 62, 120], [33, 113, 181], [107, 174, 214], [222, 235, 247]],
+    },
+  };
+  const palette = () => PALETTES[dark() ? "dark" : "light"];
+  function colour(x, stops) {
+    const t = Math.min(1, Math.max(0, x)) * (stops.length - 1), i = Math.min(Math.floor(t), stops.length - 2);
+    const mix = stops[i].map((a, k) => Math.round(a + (stops[i + 1][k] - a) * (t - i)));
     return `rgb(${mix.join(", ")})`;
   }
 
-  // An SVG heat map on a white card: a row per query token, a column per key token. scale: the
-  // weight drawn darkest (1 for the explorer, the map's largest for the translator); masked(i, j)
-  // marks cells a mask hides (grey); tip(i, j, w) is a cell's hover text.
-  function drawMap({ rows, cols, weights, scale, masked, tip, label: aria }) {
+  // How a map's colours read, for its caption: "the darker the cell, the more weight (white 0,
+  // darkest blue 1)" in the light theme, the brighter one in the dark theme.
+  function shading(scale) {
+    const p = palette(), top = scale === 1 ? "1" : `${scale.toFixed(2)}, the map's largest`;
+    return `the ${p.more} the cell, the more weight (${p.zero} 0, ${p.one} ${top})`;
+  }
+
+  // An SVG heat map on a card of its own: a row per query token, a column per key token. scale:
+  // the weight drawn at the end of the palette (1 for the explorer, the map's largest for the
+  // translator); masked(i, j) marks cells a mask hides (grey); tip(i, j, w) is a cell's hover text;
+  // width: the room the page gives it (px): the cells grow to fill it, from 22 to 56 px, so that a
+  // short sentence's map reads at a desktop's width and still fits a phone's (a long one scrolls).
+  function drawMap({ rows, cols, weights, scale, masked, tip, label: aria, width: room }) {
+    const p = palette();
     const longest = (tokens) => Math.max(1, ...tokens.map((t) => t.length));
-    const cell = 22, left = 10 + 7 * longest(rows), top = 10 + 6 * longest(cols);  // room for the labels
-    const width = left + cols.length * cell + 8, height = top + rows.length * cell + 8;
+    const fits = (cell) => {  // the labels' size and the room they take for a cell size
+      const font = Math.min(15, Math.max(11, Math.round(cell * 0.4)));
+      return { font, left: 12 + 0.62 * font * longest(rows), top: 12 + 0.56 * font * longest(cols) };
+    };
+    let cell = 56;
+    for (; cell > 22; cell--) {  // the largest cell size whose map fits the room
+      const { left } = fits(cell);
+      if (!room || left + cols.length * cell + 8 <= room) break;
+    }
+    const { font, left, top } = fits(cell);
+    const width = Math.ceil(left + cols.length * cell + 8), height = Math.ceil(top + rows.length * cell + 8);
     const ns = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(ns, "svg");
     svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
@@ -297,26 +339,31 @@
     svg.setAttribute("role", "img");
     svg.setAttribute("aria-label", aria);
     svg.classList.add("trained-map");
+    svg.dataset.theme = dark() ? "dark" : "light";
     const add = (tag, attrs, text) => {
       const node = svg.appendChild(document.createElementNS(ns, tag));
       for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
       if (text !== undefined) node.textContent = text;
       return node;
     };
-    add("rect", { x: 0, y: 0, width, height, fill: "#ffffff", class: "map-card" });
+    add("rect", { x: 0, y: 0, width, height, fill: p.card, class: "map-card" });
+    const text = { fill: p.label, "font-size": font };
     cols.forEach((t, j) => {
       const x = left + j * cell + cell / 2;
-      add("text", { x, y: top - 4, transform: `rotate(-60 ${x} ${top - 4})`, class: "map-label map-col" }, t);
+      add("text", { ...text, x, y: top - 4, transform: `rotate(-60 ${x} ${top - 4})`, class: "map-label map-col" }, t);
     });
     rows.forEach((t, i) => {
-      add("text", { x: left - 4, y: top + (i + 0.7) * cell, "text-anchor": "end", class: "map-label map-row" }, t);
+      add("text", {
+        ...text, x: left - 5, y: top + (i + 0.5) * cell + 0.35 * font, "text-anchor": "end", class: "map-label map-row",
+      }, t);
     });
     for (let i = 0; i < rows.length; i++) {
       for (let j = 0; j < cols.length; j++) {
         const w = weights[i * cols.length + j], hidden = masked && masked(i, j);
         const rect = add("rect", {
           x: left + j * cell, y: top + i * cell, width: cell - 1, height: cell - 1,
-          fill: hidden ? "#d9d9d9" : colour(w / scale), class: hidden ? "map-cell masked" : "map-cell", "data-weight": w,
+          fill: hidden ? p.masked : colour(w / scale, p.stops), class: hidden ? "map-cell masked" : "map-cell",
+          "data-weight": w,
         });
         rect.appendChild(document.createElementNS(ns, "title")).textContent = tip(i, j, w);
       }
@@ -326,6 +373,6 @@
 
   window.TrainedModel = {
     el, load, prepare, hintMessages, sourceIds, encode, greedy, beam, lastLogits, detokenize, label,
-    attention, slice, drawMap,
+    attention, slice, drawMap, shading, dark, onThemeChange,
   };
 })();

@@ -10,21 +10,24 @@
 
   // The cross-attention map of the greedy translation: a row per generated token, a column per
   // source token; the last decoder layer, the mean of the heads.
-  async function drawAttention(figure, m, ids, out) {
+  async function crossAttention(m, ids, out) {
     const maps = await T.attention(m, ids, out.slice(0, -1));  // the decoder's inputs: <bos> and all but the last
     const layers = maps.cross.dims[0];
     const weights = T.slice(maps.cross, layers - 1, -1);
     const rows = out.slice(1).map((i) => T.label(m, i));  // row t: the token written at step t
-    const scale = Math.max(...weights);  // the darkest cell: the map's largest weight
+    return { rows, cols: maps.source, weights, scale: Math.max(...weights) };  // the darkest: the largest weight
+  }
+
+  // Draws the map in the theme the page shows, as wide as the box allows (again when the theme changes).
+  function drawAttention(figure, { rows, cols, weights, scale }) {
     const svg = T.drawMap({
-      rows, cols: maps.source, weights, scale, tip: (i, j, w) => `${rows[i]} → ${maps.source[j]}: ${w.toFixed(2)}`,
-      label: "cross-attention of the last decoder layer, mean of the heads",
+      rows, cols, weights, scale, tip: (i, j, w) => `${rows[i]} → ${cols[j]}: ${w.toFixed(2)}`,
+      label: "cross-attention of the last decoder layer, mean of the heads", width: figure.clientWidth,
     });
     const caption = "Cross-attention (交叉注意力) of the last decoder layer, mean of the heads: each row is an " +
-      "English token as it is written, each column a German one; the darker the cell, the more weight " +
-      `(the darkest, ${scale.toFixed(2)}, is the map's largest). A long sentence's map scrolls sideways.`;
+      `English token as it is written, each column a German one; ${T.shading(scale)}. ` +
+      "A long sentence's map scrolls sideways.";
     figure.replaceChildren(svg, el("figcaption", {}, caption));
-    return weights;
   }
 
   function build(box) {
@@ -49,6 +52,16 @@
     return { status, bar, form, input, button, notes, examples, text, beam, timing, figure };
   }
 
+  // An empty box: no translation, no timing, no map (and no ids for the browser test to read).
+  function clear(ui, box) {
+    ui.text.textContent = "";
+    ui.beam.textContent = "";
+    ui.timing.textContent = "";
+    ui.figure.replaceChildren();
+    ui.map = null;
+    for (const key of ["tokens", "ms", "beamTokens", "beamMs"]) delete box.dataset[key];
+  }
+
   function showNotes(ui, messages) {
     ui.notes.replaceChildren(...messages.map((message) => el("li", {}, message)));
   }
@@ -61,7 +74,9 @@
     const ms = performance.now() - t0;
     ui.text.textContent = T.detokenize(m, greedy.out);
     ui.beam.textContent = `beam search (${m.config.beam_size} beams): …`;
-    await drawAttention(ui.figure, m, ids, greedy.out);
+    ui.timing.textContent = "";
+    ui.map = await crossAttention(m, ids, greedy.out);
+    drawAttention(ui.figure, ui.map);
     const t1 = performance.now();
     const beam = (await T.beam(m, greedy.memory, greedy.src, greedy.maxLen)).best;
     const beamMs = performance.now() - t1;
@@ -106,7 +121,8 @@
       const prepared = T.prepare(m, ui.input.value);
       showNotes(ui, T.hintMessages(m, prepared));
       box.dataset.hints = JSON.stringify(prepared.hints);
-      if (!prepared.text) {
+      if (!prepared.text) {  // nothing to translate: the last translation, its timing and its map go
+        clear(ui, box);
         box.dataset.state = "done";
         return;
       }
@@ -125,6 +141,12 @@
       } finally {
         buttons.forEach((b) => { b.disabled = false; });
       }
+    });
+    const redraw = () => { if (ui.map) drawAttention(ui.figure, ui.map); };
+    T.onThemeChange(redraw);
+    let width = ui.figure.clientWidth;  // a rotated phone or a resized window: the map fills its new room
+    window.addEventListener("resize", () => {
+      if (ui.figure.clientWidth !== width) { width = ui.figure.clientWidth; redraw(); }
     });
     ui.button.disabled = false;
     box.dataset.state = "ready";

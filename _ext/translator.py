@@ -6,7 +6,8 @@ Two directives for a notebook's markdown cell. Chapter 11's "Translate in your b
     ```
 
 and the live attention box of chapters 3-5, which opens on one map (``encoder``, ``decoder`` or
-``cross``; the reader can switch)::
+``cross``; the reader can switch), for the running example, at the layer and head where its
+relation shows most (in the encoder, where *spielen* reads *Hunde*), and says which::
 
     ```{attention-explorer}
     :view: encoder

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what tests/test_browser.py needs, quietly, where it can (called by `make test`):
-#   - Debian's chromium, plus a small CJK font so the book's Chinese terms render in screenshots
-#     (apt-get, only when run as root on a Debian/Ubuntu machine; never `playwright install`);
+#   - Debian's chromium, and WenQuanYi Micro Hei (fonts-wqy-microhei), the CJK font that
+#     scripts/make_cjk_font.py takes the site's few glyphs of the Chinese terms from (the site
+#     serves them itself: _book_static/fonts/; apt-get, only when run as root on a Debian/Ubuntu
+#     machine; never `playwright install`);
 #   - node_modules/: the pinned npm packages (package.json / package-lock.json) that the build
 #     copies into the site, so that it reads without a network: the scripts the pages load
 #     (MathJax, RequireJS, the ipywidgets manager, plotly.js: _ext/local_scripts.py), and
@@ -16,7 +18,7 @@ say() { echo "setup_browser: $*"; }
 install_system_packages() {
     local missing=()
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-    if command -v fc-list >/dev/null 2>&1 && [ -z "$(fc-list :lang=zh 2>/dev/null)" ]; then
+    if [ ! -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; then
         missing+=(fonts-wqy-microhei)
     fi
     [ ${#missing[@]} -eq 0 ] && return

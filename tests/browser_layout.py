@@ -13,7 +13,11 @@ each (empty: none):
 - :func:`plotly_contrast`: a Plotly figure's text that does not stand out from its background
   (in the theme the page shows: the test calls it in both);
 - :func:`figure_labels`: a figure whose smallest label is smaller than :data:`SMALLEST_LABEL_PX`
-  on the page, measured from the SVG file's own font sizes and the size at which the page shows it.
+  on the page, measured from the SVG file's own font sizes and the size at which the page shows it;
+- :func:`shrunk_figures`: a figure shown narrower than on a desktop's page (on a phone it keeps
+  that width and scrolls inside its box), or wider than the screen with no box of its own to scroll;
+- :func:`cut_formulas`: a display formula that reaches past the column, or overflows a box that
+  does not scroll, cuts its height, or gives no sign that it goes on.
 """
 
 from __future__ import annotations
@@ -377,4 +381,84 @@ def figure_labels(page: Any, path: str, site_url: str, site: Path) -> list[str]:
                 f"{len(labels)} labels read under {SMALLEST_LABEL_PX} px; the smallest, {text!r}, "
                 f"at {size * scale:.1f} px"
             )
+    return problems
+
+
+# --- figures and formulas on a phone -------------------------------------------------------------
+
+# The desktop page's column (1280 px wide, both sidebars shown), in CSS pixels: a figure shows at
+# most this wide there (the labels :func:`figure_labels` measures), and as wide on a phone, where it
+# scrolls sideways inside its box (_book_static/code_width.css).
+COLUMN_PX = 688
+
+# Each figure of the article the reader can see: its own width, the width it shows at, and whether
+# a box around it, inside the article, scrolls sideways (the page itself must not).
+SHOWN_FIGURES = """() => {
+  const cells = [...document.querySelectorAll('.bd-article div.cell')];
+  const article = document.querySelector('.bd-article');
+  const scroller = img => { for (let el = img.parentElement; el && el !== article;
+                                 el = el.parentElement) {
+      if (['auto', 'scroll'].includes(getComputedStyle(el).overflowX)) return el; }
+    return null; };
+  return [...document.querySelectorAll('.bd-article img')]
+    .filter(img => img.getClientRects().length > 0
+                   && (img.closest('figure') || img.closest('.cell_output')))
+    .map(img => { const box = scroller(img), r = img.getBoundingClientRect();
+      return {src: (img.currentSrc || img.src).split('/').pop().slice(0, 40),
+              natural: img.naturalWidth, width: r.width, right: r.right,
+              box: box ? box.getBoundingClientRect().right : null,
+              cell: cells.indexOf(img.closest('div.cell'))}; });
+}"""
+
+
+def shrunk_figures(page: Any, path: str) -> list[str]:
+    """Figures shown narrower than on a desktop's page (their own width, at most :data:`COLUMN_PX`),
+    and figures wider than the screen that no box of their own scrolls."""
+    cells = notebook_cells(path)
+    width = page.evaluate("window.innerWidth")
+    problems = []
+    for image in page.evaluate(SHOWN_FIGURES):
+        where = f"the figure of {_where(image['cell'], cells)} ({image['src']})"
+        desktop = min(image["natural"], COLUMN_PX)
+        if image["width"] < desktop - 1:
+            problems.append(
+                f"{where} shows {image['width']:.0f} px wide, narrower than its {desktop} px on a "
+                "desktop's page: its labels shrink with it"
+            )
+        if image["right"] > width + 1 and (image["box"] is None or image["box"] > width + 1):
+            problems.append(f"{where} reaches past the screen with no box of its own to scroll")
+    return problems
+
+
+# Each display formula the reader can see: how far it overflows its box, whether that box
+# scrolls and shows where the formula continues (the scroll shadows of code_width.css), whether it
+# cuts the formula's height, and where it ends against the column's edge.
+FORMULAS = """() => [...document.querySelectorAll('.bd-article mjx-container[display="true"]')]
+  .filter(m => m.getClientRects().length > 0)
+  .map(m => { const s = getComputedStyle(m), column = m.closest('section, .bd-article');
+    return {text: (m.querySelector('mjx-assistive-mml') || m).textContent.trim().slice(0, 50),
+            overflow: m.scrollWidth - m.clientWidth, cut: m.scrollHeight - m.clientHeight,
+            scrolls: ['auto', 'scroll'].includes(s.overflowX),
+            cue: s.backgroundImage.includes('radial-gradient'),
+            right: m.getBoundingClientRect().right,
+            column: column.getBoundingClientRect().right}; })"""
+
+
+def cut_formulas(page: Any) -> list[str]:
+    """Display formulas that reach past the column, or overflow a box that does not scroll, hides
+    their height, or gives no sign that the formula goes on."""
+    problems = []
+    for formula in page.evaluate(FORMULAS):
+        what = f"the formula {formula['text']!r}"
+        if formula["right"] > formula["column"] + 1:
+            problems.append(
+                f"{what} reaches {formula['right'] - formula['column']:.0f} px past the column"
+            )
+        if formula["overflow"] > 1 and not (formula["scrolls"] and formula["cue"]):
+            problems.append(
+                f"{what} is {formula['overflow']} px wider than its box, which does not scroll or "
+                "shows no sign that it goes on"
+            )
+        if formula["cut"] > 1:
+            problems.append(f"{what} loses {formula['cut']} px of its height in its box")
     return problems

@@ -8,10 +8,12 @@ reader sees of the layout is measured too (``tests/browser_layout.py``): no box 
 commands scrolls sideways at a desktop's width (the quiz answers opened), the search box is on the
 first screen, every figure's labels read at the column's width, and no Plotly figure's text is cut
 at its edge, drawn over another text, or faint against its background, in the light theme and the
-dark one. A screenshot of each page's first screen goes to ``_build/screenshots/``
-(``NAME.top.png``; ``docs/`` holds three of them for the README); with ``BOOK_SCREENSHOTS=full``
-(``make screenshots``) full-page ones too, in both themes (``NAME.jpg``, ``NAME.dark.jpg``), which
-take seconds per page.
+dark one. At a phone's width (390 px) nothing widens the page, no box of code or output scrolls
+sideways, every figure keeps its desktop width (its labels as readable) and scrolls inside its box,
+and a display formula scrolls inside its own. A screenshot of each page's first screen goes to
+``_build/screenshots/`` (``NAME.top.png``; ``docs/`` holds three of them for the README); with
+``BOOK_SCREENSHOTS=full`` (``make screenshots``) full-page ones too, in both themes (``NAME.jpg``,
+``NAME.dark.jpg``), which take seconds per page.
 
 The site must work without a network: it is served from ``_build/html`` by a local ``http.server``,
 every request that leaves it is aborted and fails the test, and a few pages are opened from
@@ -38,10 +40,12 @@ from typing import Any
 import pytest
 import yaml
 from browser_layout import (
+    cut_formulas,
     figure_labels,
     plotly_contrast,
     plotly_layout,
     search_off_screen,
+    shrunk_figures,
     wide_boxes,
 )
 
@@ -540,6 +544,45 @@ def test_no_box_scrolls_sideways_at_phone_width(browser: Any, site_url: str, pat
     finally:
         page.context.close()
     assert not problems, f"{path}.html at {PHONE['width']} px:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_figures_and_formulas_read_at_phone_width(browser: Any, site_url: str, path: str) -> None:
+    """At 390 px a figure keeps the width it has on a desktop's page, so its labels read as there
+    (12.5 px or more: browser_layout.figure_labels), and scrolls sideways inside its box; a display
+    formula wider than the phone scrolls inside its own box, which shows where it goes on, and
+    never reaches past the column (_book_static/code_width.css). Before, a figure shrank to the
+    phone's width, its labels to about 5 px, and a formula ran into the column's edge, cut."""
+    page, _ = _open(browser, site_url, path + ".html", viewport=PHONE)
+    try:
+        page.evaluate(WAIT_FOR_IMAGES)
+        problems = _measure_figures(page, path, site_url) + shrunk_figures(page, path)
+        if page.locator(".math").count():
+            page.wait_for_function(
+                "() => window.MathJax && MathJax.startup && MathJax.startup.promise"
+            )
+            page.evaluate("() => MathJax.startup.promise")
+            problems += cut_formulas(page)
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        if overflow > 1:
+            problems.append(f"the page is {overflow} px wider than the phone's screen")
+        if path in PHONE_FIGURES:  # what a reader sees of a figure and a formula there
+            for selector, name in PHONE_FIGURES[path]:
+                page.locator(selector).first.evaluate("el => el.scrollIntoView({block: 'center'})")
+                page.screenshot(path=str(SCREENSHOTS / f"{name}.phone.png"))
+    finally:
+        page.context.close()
+    assert not problems, f"{path}.html at {PHONE['width']} px:\n  " + "\n  ".join(problems)
+
+
+# {page: [(an element of it, the name of its screenshot at a phone's width)]}
+PHONE_FIGURES = {
+    "chapters/03_attention_and_masks": [(".cell_output img", "chapter03.figure")],
+    "chapters/08_encoder_decoder_model": [
+        ("figure img", "chapter08.figure"),
+        ('mjx-container[display="true"]', "chapter08.formula"),
+    ],
+}
 
 
 def test_search_works_from_the_first_screen_of_the_last_chapter(

@@ -1,17 +1,19 @@
 """The built book in the dark theme (``html[data-theme="dark"]``), in headless Chromium, offline.
 
-A caption that says "the darker the cell, the more weight" must not read backwards on a dark page,
-and a figure must not turn faint on it. So, with the theme's own switch set to dark:
+Dark mode covers the figures a script draws, so that none stays a white card on the dark page. With
+the theme's own switch set to dark:
 
 - the maps of the live boxes, chapter 3's ``{attention-explorer}`` and chapter 11's translator, are
-  drawn on their own white card as the page shows it (the computed fill, which a stylesheet could
-  change, not the attribute), in the same colours as in the light theme; each cell is darker the
-  more weight it has (its luminance never rises with the weight); the labels are dark on the card,
-  and the caption says so and reads on the page's background in both themes;
-- every Plotly figure of the book is drawn on an opaque paper, its own card, so that its colour
-  scales and its texts read as in the light theme (``tests/test_browser.py`` measures the texts'
-  contrast in both themes);
-- every matplotlib figure stored in a chapter is an opaque white card too.
+  drawn on a dark card as the page shows it (the computed fill, which a stylesheet could change,
+  not the attribute): each cell is brighter the more weight it has (its luminance never falls as
+  the weight rises), the labels are light on the card, and the caption says "the brighter the cell,
+  the more weight"; switched to the light theme, the box draws the map again on a white card,
+  darker the more weight, and its caption says so;
+- every Plotly figure of the book is drawn on an opaque dark paper, its lines stand out from the
+  plotting area (a black one turns light), its buttons' labels read on their faces, and back in
+  the light theme the paper is white again (``tests/test_browser.py``
+  measures the figures' texts against their paper in both themes);
+- every matplotlib figure stored in a chapter stays an opaque white card: an image, drawn once.
 
 Shares the site server, the browser and the offline routing of ``tests/test_browser.py``.
 """
@@ -54,37 +56,47 @@ def _luminance(colour: str) -> float:
     return (contrast(colour, BLACK) - 1) / 20
 
 
-def map_problems(box: Any) -> list[str]:
-    """What a reader would misread in the box's map on the dark page (empty: nothing)."""
-    seen = box.evaluate(MAP_COLOURS)
-    box.evaluate("() => { document.documentElement.dataset.theme = 'light'; }")
-    light = box.evaluate(MAP_COLOURS)
+def _shading_problems(seen: dict[str, Any], theme: str) -> list[str]:
+    """What a reader would misread in a map drawn in ``theme`` (as :data:`MAP_COLOURS` saw it)."""
     problems = []
-    drawn = ("card", "cells", "label")
-    if [seen[k] for k in drawn] != [light[k] for k in drawn]:
-        problems.append("the map's colours differ between the dark theme and the light one")
-    _, colour, behind = light["caption"]
-    if contrast(colour, behind) < 4.5:
-        problems.append(f"in the light theme the caption {colour} is faint on {behind}")
-    if seen["theme"] != "dark" or _luminance(seen["page"]) > 0.1:
-        problems.append(f"the page is not dark: theme {seen['theme']!r}, background {seen['page']}")
-    if _luminance(seen["card"]) < 0.95:
-        problems.append(f"the map's card is {seen['card']}: 'the darker, the more' fails")
+    dark = theme == "dark"
+    if seen["theme"] != theme:
+        return [f"the page shows the {seen['theme']!r} theme, not {theme!r}"]
+    card = _luminance(seen["card"])
+    if (dark and card > 0.1) or (not dark and card < 0.95):
+        problems.append(f"{theme} theme: the map's card is {seen['card']}")
     cells = sorted(seen["cells"], key=lambda cell: cell[0])
     if len(cells) < 4:
-        problems.append(f"the map has {len(cells)} cells")
-        return problems
+        return [*problems, f"{theme} theme: the map has {len(cells)} cells"]
     for (w0, c0), (w1, c1) in zip(cells, cells[1:], strict=False):
-        if w1 > w0 and _luminance(c1) > _luminance(c0):
-            problems.append(f"a cell of weight {w1:.3f} ({c1}) is lighter than one of {w0:.3f}")
+        brighter = _luminance(c1) > _luminance(c0)
+        if w1 > w0 and _luminance(c1) != _luminance(c0) and brighter != dark:
+            problems.append(
+                f"{theme} theme: a cell of weight {w1:.3f} ({c1}) against {w0:.3f} ({c0})"
+            )
             break
     if contrast(seen["label"], seen["card"]) < 7:
-        problems.append(f"the labels {seen['label']} are faint on the card {seen['card']}")
+        problems.append(f"{theme} theme: the labels {seen['label']} are faint on {seen['card']}")
     text, colour, behind = seen["caption"]
     if contrast(colour, behind) < 4.5:
-        problems.append(f"the caption {colour} is faint on {behind}: {text[:60]!r}")
-    if "darker" not in text:
-        problems.append(f"the caption no longer says which cells weigh more: {text[:80]!r}")
+        problems.append(f"{theme} theme: the caption {colour} is faint on {behind}")
+    says = (
+        "the brighter the cell, the more weight" if dark else "the darker the cell, the more weight"
+    )
+    if says not in text:
+        problems.append(f"{theme} theme: the caption does not say {says!r}: {text[:100]!r}")
+    return problems
+
+
+def map_problems(box: Any) -> list[str]:
+    """What a reader would misread in the box's map on the dark page, and once the reader switches
+    to the light theme (the box draws it again)."""
+    seen = box.evaluate(MAP_COLOURS)
+    page_dark = _luminance(seen["page"]) < 0.1
+    problems = [] if page_dark else [f"the page's background {seen['page']} is not dark"]
+    problems += _shading_problems(seen, "dark")
+    box.evaluate("() => { document.documentElement.dataset.theme = 'light'; }")
+    problems += _shading_problems(box.evaluate(MAP_COLOURS), "light")
     return problems
 
 
@@ -135,18 +147,51 @@ PLOTLY_PAGES = sorted(
     if "plotly-graph-div" in page.read_text(encoding="utf-8", errors="ignore")
 )
 # Each Plotly figure's paper as the page shows it (Plotly paints it as the background of its first
-# SVG) and as its layout asks for it.
+# SVG) and as its layout asks for it, and each of its buttons' label with the button's face.
 DRAWN = ".plotly-graph-div.js-plotly-plot .main-svg"
-PAPERS = """() => [...document.querySelectorAll('.plotly-graph-div.js-plotly-plot')].map(div => ({
-  id: div.id, shown: getComputedStyle(div.querySelector('.main-svg')).backgroundColor,
-  layout: div._fullLayout.paper_bgcolor}))"""
+PAPERS = """() => { const rgb = colour => { const probe = document.createElement('span');
+    probe.style.color = colour; document.body.append(probe);
+    const value = getComputedStyle(probe).color; probe.remove(); return value; };
+  return [...document.querySelectorAll('.plotly-graph-div.js-plotly-plot')].map(div => ({
+    id: div.id, shown: getComputedStyle(div.querySelector('.main-svg')).backgroundColor,
+    layout: div._fullLayout.paper_bgcolor, plot: rgb(div._fullLayout.plot_bgcolor),
+    buttons: [...div.querySelectorAll('.updatemenu-button')].map(b => [
+      b.textContent, getComputedStyle(b.querySelector('.updatemenu-item-text')).fill,
+      getComputedStyle(b.querySelector('.updatemenu-item-rect')).fill]),
+    lines: div._fullData.filter(t => t.visible === true && (t.mode || '').includes('lines'))
+      .map(t => [t.name, rgb(t.line.color)])})); }"""
 
 
 NO_SITE = [pytest.param(None, marks=pytest.mark.skip(reason="no built site: run `make book`"))]
 
 
+def _paper_problems(papers: list[dict[str, Any]], theme: str) -> list[str]:
+    """Papers that are not an opaque card of ``theme``, and buttons whose labels are faint."""
+    problems = []
+    for paper in papers:
+        alpha = re.findall(r"[\d.]+", paper["shown"])[3:]  # rgba(r, g, b, a); rgb(...) is opaque
+        light = _luminance(paper["shown"])
+        if (alpha and float(alpha[0]) < 1) or (light > 0.1 if theme == "dark" else light < 0.9):
+            problems.append(
+                f"{theme} theme: figure #{paper['id']}'s paper is {paper['shown']} (layout "
+                f"{paper['layout']}), not an opaque {theme} card"
+            )
+        for name, colour in paper["lines"]:  # a line, not text: it must stand out, not read
+            if contrast(colour, paper["plot"]) < 2:
+                problems.append(
+                    f"{theme} theme: figure #{paper['id']}'s line {name!r} is {colour} on "
+                    f"{paper['plot']}"
+                )
+        for text, colour, face in paper["buttons"]:
+            if contrast(colour, face) < 4.5:
+                problems.append(
+                    f"{theme} theme: figure #{paper['id']}'s button {text!r} is {colour} on {face}"
+                )
+    return problems
+
+
 @pytest.mark.parametrize("path", PLOTLY_PAGES or NO_SITE)
-def test_every_plotly_figure_is_drawn_on_its_own_card_in_the_dark_theme(
+def test_every_plotly_figure_is_drawn_on_a_dark_card_in_the_dark_theme(
     browser: Any,  # noqa: F811
     site_url: str,  # noqa: F811
     path: str,
@@ -156,19 +201,15 @@ def test_every_plotly_figure_is_drawn_on_its_own_card_in_the_dark_theme(
         stored = page.locator(".plotly-graph-div").count()
         page.wait_for_function(f"() => document.querySelectorAll('{DRAWN}').length >= {stored}")
         theme = page.evaluate("document.documentElement.dataset.theme")
-        papers = page.evaluate(PAPERS)
+        dark = page.evaluate(PAPERS)
+        page.evaluate("() => { document.documentElement.dataset.theme = 'light'; }")
+        light = page.evaluate(PAPERS)
         problems = log.problems()
     finally:
         page.context.close()
     assert theme == "dark"
-    assert papers, f"{path}: no Plotly figure drawn"
-    for paper in papers:
-        alpha = re.findall(r"[\d.]+", paper["shown"])[3:]  # rgba(r, g, b, a); rgb(...) is opaque
-        if (alpha and float(alpha[0]) < 1) or _luminance(paper["shown"]) < 0.9:
-            problems.append(
-                f"figure #{paper['id']}: its paper is {paper['shown']} (layout {paper['layout']}), "
-                "not an opaque light card: its colours would sit on the dark page"
-            )
+    assert dark, f"{path}: no Plotly figure drawn"
+    problems += _paper_problems(dark, "dark") + _paper_problems(light, "light")
     assert not problems, f"{path}:\n  " + "\n  ".join(problems)
 
 

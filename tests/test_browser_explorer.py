@@ -2,13 +2,17 @@
 
 A test page is a built page of the site (its theme, its scripts) with three boxes inserted, as the
 directive writes them (``_ext/translator.py``), one per view, written into the built site while
-the tests run. For three sentences, at a desktop's width and at a phone's,
-the page's maps (every layer and head, all three kinds) must equal
+the tests run. Each box opens on the running example (the book's German and English), on the layer
+and head where the running example's relation is strongest in its map (spielen reads Hunde in the
+encoder, as chapter 3 finds in Python), says which, counting from 1 as chapters 3-5 print them, and
+draws that map 400 px wide or more on a desktop's page. For three sentences, at a desktop's width
+and at a phone's, the page's maps (every layer and head, all three kinds) must equal
 ``transformer_book.trained``'s maps from the site's own copy of the files to 1e-4, and the map the
-box draws must be the one its controls choose. The box must explain empty, cut, unknown and English
-input as Python's ``prepare_input`` does, read in both of the site's themes, say what is missing
-(WebAssembly, a file, a server), and log no console error. Every built page that carries the
-directive loads its boxes without an error too.
+box draws must be the one its controls choose. The box must explain empty, cut, unknown (no letter
+at all, digits or emoji, too) and English input as Python's ``prepare_input`` does, clear its map
+on an empty one, read in both of the site's themes, say what is missing (WebAssembly, a file, a
+server), and log no console error. Every built page that carries the directive loads its boxes
+without an error too.
 
 Shares the browser and the offline routing of ``tests/test_browser.py``.
 """
@@ -24,6 +28,7 @@ import pytest
 from test_browser import DESKTOP, PHONE, ROOT, SITE, _open, browser, site_url  # noqa: F401
 
 from transformer_book.browser_model import prepare_input
+from transformer_book.example import ENGLISH, GERMAN
 from transformer_book.trained import TrainedModel
 
 TEMPLATE = "notation.html"  # a light page of the site: its theme and scripts, little else
@@ -219,21 +224,27 @@ def test_each_box_opens_on_its_view_and_a_long_map_scrolls_in_its_box(
     assert not problems, problems
 
 
+# {name: (what the reader types, the hint the box must give)}: digits and emoji hold no letter,
+# so no German word, and get the "unknown" hint as text the tokenizer cannot read does.
 TYPED = {
-    "empty": "   ",
-    "cut": "Ein Hund rennt über die Wiese. " * 8,
-    "unknown": "😀🐶",
-    "english": "Two dogs are playing in the grass.",
+    "empty": ("   ", "empty"),
+    "cut": ("Ein Hund rennt über die Wiese. " * 8, "cut"),
+    "unknown": ("😀🐶", "unknown"),
+    "digits": ("12345", "unknown"),
+    "emoji": ("😀😀", "unknown"),
+    "english": ("Two dogs are playing in the grass.", "english"),
 }
 
 
 def check_hints(seen: dict[str, tuple[list[str], str]], trained: TrainedModel) -> None:
     """Each of :data:`TYPED` gave Python's hints, and the box said something about each."""
-    for name, typed in TYPED.items():
+    for name, (typed, hint) in TYPED.items():
         hints, text = seen[name]
         assert hints == prepare_input(trained.tokenizer, typed, trained.config)[2], name
-        assert name in hints and text.strip(), f"{name}: the box says nothing"
+        assert hint in hints and text.strip(), f"{name}: the box says nothing"
     assert "200 characters" in seen["cut"][1] and "English" in seen["english"][1]
+    for name in ("digits", "emoji"):  # the hint states its rule
+        assert "no letter at all" in seen[name][1], seen[name][1]
 
 
 def test_the_box_explains_empty_cut_unknown_and_english_input_as_python_does(
@@ -245,8 +256,8 @@ def test_the_box_explains_empty_cut_unknown_and_english_input_as_python_does(
     try:
         assert _wait(page, 0) == "done"
         box = page.locator(BOX).first
-        seen = {}
-        for name, typed in TYPED.items():
+        seen, drawn = {}, {}
+        for name, (typed, _) in TYPED.items():
             box.evaluate("el => { el.dataset.state = 'asked'; }")
             box.locator("input[name=german]").fill(typed)
             box.locator("input[name=english]").fill("")
@@ -256,10 +267,92 @@ def test_the_box_explains_empty_cut_unknown_and_english_input_as_python_does(
                 box.evaluate("el => JSON.parse(el.dataset.hints)"),
                 box.locator("ul").inner_text(),
             )
+            drawn[name] = box.evaluate(SHOWN)
         problems = log.problems()
     finally:
         page.context.close()
     check_hints(seen, trained)
+    assert drawn["empty"] == {"maps": False, "svg": 0, "controls": False, "focus": ""}, (
+        "an empty sentence leaves no map"
+    )
+    assert drawn["digits"]["svg"] == 1, "a hint, and still the map of what was typed"
+    assert not problems, problems
+
+
+SHOWN = """box => ({maps: !!box.attentionMaps, svg: box.querySelectorAll('figure svg').length,
+  controls: !box.querySelector('.explorer-controls').hidden,
+  focus: box.querySelector('.explorer-focus').textContent})"""
+# What a box opened on: the map, layer and head chosen, the options' labels, the sentence above
+# the map, and the map's size and labels' size as the page shows them.
+OPENED = """box => { const figure = box.querySelector('figure'), svg = figure.querySelector('svg');
+  const options = name => [...box.querySelectorAll(`select[name=${name}] option`)]
+    .map(o => o.textContent);
+  return {view: figure.dataset.view, layer: Number(figure.dataset.layer),
+          head: Number(figure.dataset.head), layers: options('layer'), heads: options('head'),
+          german: box.querySelector('input[name=german]').value,
+          english: box.querySelector('input[name=english]').value,
+          focus: box.querySelector('.explorer-focus').textContent,
+          caption: box.querySelector('figcaption').textContent,
+          width: svg.getBoundingClientRect().width, height: svg.getBoundingClientRect().height,
+          label: Math.min(...[...svg.querySelectorAll('text.map-label')]
+            .map(t => parseFloat(getComputedStyle(t).fontSize)))}; }"""
+# The running example's relation in each map: (query token, key token), as attention_explorer.js's
+# VIEWS names it: spielen reads Hunde (chapter 3), play reads dogs, and the row of dogs, which
+# writes play, reads spielen.
+RELATIONS = {
+    "encoder": ("spielen", "Hunde"),
+    "decoder": ("play", "dogs"),
+    "cross": ("dogs", "spielen"),
+}
+
+
+def _strongest(trained: TrainedModel, view: str) -> tuple[int, int, float]:
+    """Python's layer, head and weight where the relation of ``view`` is largest (from 0)."""
+    maps = trained.attention(GERMAN, ENGLISH)
+    query, key = RELATIONS[view]
+    rows = maps.source if view == "encoder" else maps.target
+    cols = maps.source if view == "cross" else rows
+    weights = getattr(maps, view)[:, :, rows.index(query), cols.index(key)]  # (layers, heads)
+    layer, head = divmod(int(weights.argmax()), weights.size(1))
+    return layer, head, float(weights[layer, head])
+
+
+def test_each_box_opens_where_the_running_examples_relation_shows_and_says_so(
+    browser: Any,  # noqa: F811
+    test_url: str,
+    trained: TrainedModel,
+) -> None:
+    """The issue's case: the encoder's box opens on layer 2, head 3 (counted from 1), where
+    spielen gives Hunde 0.93, not on the last layer's mean of the heads (0.05 there); each map is
+    drawn 400 px wide or more in the desktop's 688 px column."""
+    page, log = _open_boxes(browser, test_url)
+    try:
+        opened = []
+        for index in range(3):
+            page.locator(BOX).nth(index).evaluate(SCROLL)
+            assert _wait(page, index) == "done"
+            opened.append(page.locator(BOX).nth(index).evaluate(OPENED))
+        page.locator(BOX).first.screenshot(
+            path=str(ROOT / "_build" / "screenshots" / "explorer.opened.png")
+        )
+        problems = log.problems()
+    finally:
+        page.context.close()
+    layers, heads = trained.attention(GERMAN, ENGLISH).encoder.shape[:2]
+    for view, seen in zip(("encoder", "decoder", "cross"), opened, strict=True):
+        layer, head, weight = _strongest(trained, view)
+        assert (seen["view"], seen["layer"], seen["head"]) == (view, layer, head), seen
+        assert (seen["german"], seen["english"]) == (GERMAN, ENGLISH), "the running example"
+        where = f"layer {layer + 1}, head {head + 1}"  # counted from 1, as chapters 3-5 print
+        query, key = RELATIONS[view]
+        assert where in seen["focus"] and where in seen["caption"], seen["focus"]
+        assert query in seen["focus"] and f"gives {key} {weight:.2f}" in seen["focus"]
+        assert "no other head gives it more" in seen["focus"], seen["focus"]
+        assert seen["layers"] == [str(n) for n in range(1, layers + 1)]
+        assert seen["heads"] == ["mean", *[str(n) for n in range(1, heads + 1)]]
+        assert seen["width"] >= 400 and seen["height"] >= 400, f"{view}: a small map: {seen}"
+        assert seen["label"] >= 12, f"{view}: labels of {seen['label']} px"
+    assert "layer 2, head 3" in opened[0]["focus"], "chapter 3's head, as the book names it"
     assert not problems, problems
 
 
@@ -281,15 +374,15 @@ CONTRAST = f"""el => {{ const lum = {LUMINANCE};
   return {{theme: document.documentElement.dataset.theme,
     caption: ratio(getComputedStyle(caption).color, background(caption)),
     status: ratio(getComputedStyle(status).color, background(status)),
-    label: ratio(getComputedStyle(label).fill, 'rgb(255, 255, 255)'),
+    label: ratio(getComputedStyle(label).fill, getComputedStyle(card).fill),
     card: card.getAttribute('fill')}}; }}"""
 DARK = "localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');"
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_the_box_reads_in_both_themes(browser: Any, test_url: str, theme: str) -> None:  # noqa: F811
-    """The map on a white card with dark labels (darker = more in both themes); the text in the
-    theme's colours."""
+    """The map on a card in the theme's colours (white with dark labels, darker = more; dark with
+    light labels, brighter = more); the text in the theme's colours."""
     page, log = _open_boxes(browser, test_url, init_script=DARK if theme == "dark" else None)
     try:
         assert _wait(page, 0) == "done"
@@ -300,10 +393,18 @@ def test_the_box_reads_in_both_themes(browser: Any, test_url: str, theme: str) -
         problems = log.problems()
     finally:
         page.context.close()
-    assert seen["theme"] == theme
-    assert seen["card"] == "#ffffff" and seen["label"] >= 7, seen
-    assert seen["caption"] >= 4.5 and seen["status"] >= 4.5, seen
+    check_theme(seen, theme)
     assert not problems, problems
+
+
+CARDS = {"light": "#ffffff", "dark": "#222832"}  # a map's card (trained_model.js's PALETTES)
+
+
+def check_theme(seen: dict[str, Any], theme: str) -> None:
+    """A box's map and text, as :data:`CONTRAST` measured them, read in ``theme``."""
+    assert seen["theme"] == theme
+    assert seen["card"] == CARDS[theme] and seen["label"] >= 7, seen
+    assert seen["caption"] >= 4.5 and seen["status"] >= 4.5, seen
 
 
 NO_WASM = "delete globalThis.WebAssembly;"

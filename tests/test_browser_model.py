@@ -221,6 +221,10 @@ def test_prepare_input_notes_empty_cut_unknown_and_english_text(built: dict[str,
     text, _, hints = prepare_input(tokenizer, long, config)
     assert len(text) == 200 and text == long.strip()[:200] and hints == ["cut"]
     assert prepare_input(tokenizer, "😀🐶", config)[2] == ["unknown"]
+    # no letter at all: digits, signs and emoji the tokenizer knows hold no German word either
+    for typed in ("12345", "😀😀", "2 + 2 = 4", "!!!"):
+        assert prepare_input(tokenizer, typed, config)[2] == ["unknown"], typed
+    assert prepare_input(tokenizer, f"3 {german}", config)[2] == [], "letters, words"
     assert prepare_input(tokenizer, "A man and a dog with the ball.", config)[2] == ["english"]
     assert prepare_input(tokenizer, "Ein Mann mit einem Hund und a ball.", config)[2] == []
 

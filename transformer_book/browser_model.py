@@ -455,14 +455,16 @@ def hint_words(pairs: Iterable[tuple[str, str]], count: int = HINT_WORDS) -> dic
 def prepare_input(
     tokenizer: BPETokenizer, typed: str, config: dict[str, Any]
 ) -> tuple[str, list[int], list[str]]:
-    """What the page's boxes make of typed text: ``(text, ids, hints)``.
+    r"""What the page's boxes make of typed text: ``(text, ids, hints)``.
 
     ``text``: ``typed`` stripped and cut to ``config["max_chars"]`` characters; ``ids``: its tokens;
-    ``hints``: the box's notes on it, by name: ``"empty"``; ``"cut"``; ``"unknown"`` when at least
-    half the tokens (a lone word-start marker not counted) are ``<unk>``; ``"english"`` when more of
-    its words are on the English list of ``config["hint_words"]`` than on the German one. The last
-    is a rule of thumb, and the box says so (``results/browser-agreement.json`` holds how often it
-    fires on the test set's German sentences and on their English references).
+    ``hints``: the box's notes on it, by name: ``"empty"``; ``"cut"``; ``"unknown"`` when it has no
+    letter at all (digits, signs or emoji only, ``"12345"`` say; a letter as ``str.isalpha`` and
+    the page's ``\p{L}`` have it), or when at least half its tokens (a lone word-start marker not
+    counted) are ``<unk>``; ``"english"`` when more of its words are on the English list of
+    ``config["hint_words"]`` than on the German one. The last is a rule of thumb, and the box says
+    so (``results/browser-agreement.json`` holds how often it fires on the test set's German
+    sentences and on their English references).
     """
     stripped = typed.strip()
     text = stripped[: config["max_chars"]]
@@ -471,7 +473,8 @@ def prepare_input(
     hints = ["cut"] if len(stripped) > config["max_chars"] else []
     ids = tokenizer.encode(text)
     counted = [i for i in ids if tokenizer.tokenizer.id_to_token(i) != META]
-    if counted and 2 * sum(i == config["unk_id"] for i in counted) >= len(counted):
+    unknown = bool(counted) and 2 * sum(i == config["unk_id"] for i in counted) >= len(counted)
+    if unknown or not any(ch.isalpha() for ch in text):
         hints.append("unknown")
     words = WORD.findall(text.lower())
     votes = {

@@ -17,6 +17,7 @@ import torch
 from transformer_lib import DecodeConfig, evaluate_loss, read_checkpoint_header, token_batches
 from transformer_lib.data.batching import epoch_seed
 from transformer_lib.data.tokenizer import train_translation_tokenizer
+from transformer_lib.memory import peak_rss_mb
 from transformer_lib.training import state as training_state
 from transformer_tasks import (
     TranslationEvaluation,
@@ -70,11 +71,12 @@ TINY = apply_overrides(
         "decode.beam_size=2",
     ],
 )
-# Keys of the summary that measure time (they differ between two identical runs).
+# Keys of the summary that measure time or memory (they differ between two identical runs).
 TIMINGS = {
     "train_seconds",
     "wall_seconds",
     "tokens_per_s",
+    "peak_rss_mb",
     "decode_seconds_greedy",
     "decode_seconds_beam",
 }
@@ -401,6 +403,31 @@ def test_choose_weights_keeps_an_older_best_snapshot_and_says_which() -> None:
     choice = translation_training.choose_weights(model, snapshots, history, loss)  # type: ignore[arg-type]
     assert choice.name == "average of the last 2" and choice.averaged == 2
     assert model.weight.item() == pytest.approx(1.1)
+
+
+def test_snapshots_and_averages_hold_tied_weights_once(run: TranslationRun) -> None:
+    # The source and target embeddings and the output layer are one matrix in the model.
+    snapshot = translation_training._weights_snapshot(run.model)
+    tied = ["src_embed.embedding.weight", "tgt_embed.embedding.weight", "generator.weight"]
+    assert len({snapshot[name].data_ptr() for name in tied}) == 1
+    state = run.model.state_dict()
+    assert snapshot.keys() == state.keys()
+    assert all(torch.equal(snapshot[k], state[k]) for k in state)
+    assert snapshot[tied[0]].data_ptr() != state[tied[0]].data_ptr(), "a copy, not a view"
+    average = translation_training._average_state_dicts([snapshot, snapshot])
+    assert len({average[name].data_ptr() for name in tied}) == 1
+    assert all(torch.equal(average[k], snapshot[k]) for k in state)
+
+
+def test_the_summary_records_the_peak_resident_memory(
+    run: TranslationRun, evaluation: TranslationEvaluation
+) -> None:
+    peak = translation_summary(run, evaluation)["peak_rss_mb"]
+    now = peak_rss_mb()
+    if now is None:  # Windows
+        assert peak is None
+    else:
+        assert isinstance(peak, int) and 20 < peak <= now + 1
 
 
 def test_sweep_decoding_scores_every_setting_and_picks_the_best_beam_row(

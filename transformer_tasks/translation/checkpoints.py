@@ -218,6 +218,7 @@ class RunDirectory:
         self.evaluations += 1
         if not is_main_process():
             return
+        weights = _unshared(weights)
         if keep >= 2:  # averaging one snapshot is no averaging: the last weights are in the state
             path = self.directory / f"snapshot-{self.evaluations:04d}.safetensors"
             atomic_write(path, lambda tmp: save_file(weights, str(tmp)))
@@ -229,3 +230,16 @@ class RunDirectory:
             atomic_write(path, lambda tmp: save_file(weights, str(tmp)))
             for _, old in sorted(self._snapshot_files("best").items())[:-2]:
                 old.unlink(missing_ok=True)
+
+
+def _unshared(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``weights`` with a copy for each further name of a tensor held under several names (tied
+    weights): safetensors refuses to write one tensor twice, and the file stays as it always was.
+    """
+    seen: set[int] = set()
+    unshared = {}
+    for name, tensor in weights.items():
+        pointer = tensor.data_ptr()
+        unshared[name] = tensor.clone() if pointer in seen and tensor.numel() else tensor
+        seen.add(pointer)
+    return unshared

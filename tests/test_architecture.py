@@ -30,7 +30,6 @@ LAYERS: dict[str, dict[str, int]] = {
         "validation": 0,
         "files": 0,
         "runtime": 0,
-        "memory": 0,
         "eval_mode": 0,
         "nn": 1,
         "config": 2,

@@ -17,7 +17,6 @@ import torch
 from transformer_lib import DecodeConfig, evaluate_loss, read_checkpoint_header, token_batches
 from transformer_lib.data.batching import epoch_seed
 from transformer_lib.data.tokenizer import train_translation_tokenizer
-from transformer_lib.memory import peak_rss_mb
 from transformer_lib.training import state as training_state
 from transformer_tasks import (
     TranslationEvaluation,
@@ -32,6 +31,7 @@ from transformer_tasks import (
 )
 from transformer_tasks.cli import load_translation_checkpoint
 from transformer_tasks.multi30k import load_multi30k
+from transformer_tasks.records import peak_rss_mb
 from transformer_tasks.translation import (
     TRANSLATION_PROFILES,
     ResumeError,

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from transformer_lib.checkpoint import save_checkpoint
 from transformer_lib.files import atomic_write
-from transformer_lib.memory import peak_rss_mb
 
-from ..records import describe_machine, source_commit
+from ..records import describe_machine, peak_rss_mb, source_commit
 from .data import TASK, checkpoint_metadata
 
 if TYPE_CHECKING:  # types only: the modules of training and scoring import this one

@@ -16,7 +16,6 @@ from torch.utils.data import DataLoader
 
 from transformer_lib.data.batching import Batch, batch_loader, epoch_seed
 from transformer_lib.data.tokenizer import BPETokenizer
-from transformer_lib.memory import release_freed_memory
 from transformer_lib.model import Transformer
 from transformer_lib.runtime import pick_device, set_seed, torch_threads
 from transformer_lib.training import TrainResult, evaluate_loss, train
@@ -336,9 +335,6 @@ def train_translation(
     wall_start = time.perf_counter()
     torch_device = device if isinstance(device, torch.device) else pick_device(device)
     profile = _resolve_profile(profile, torch_device, resume)
-    # Batches of changing shapes would otherwise grow glibc's heap with every step (after 60 steps
-    # of the cpu profile it held 0.7 GB of freed memory); the weights come out the same.
-    release_freed_memory()
     world = world_size() if is_distributed() else 1
     run_dir = None
     if profile.train.checkpoint_path is not None:

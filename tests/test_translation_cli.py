@@ -406,7 +406,6 @@ def test_a_killed_run_resumes_to_the_weights_of_the_uninterrupted_run(
         "train_seconds",
         "wall_seconds",
         "tokens_per_s",
-        "peak_rss_mb",
         "decode_seconds_greedy",
         "decode_seconds_beam",
     }

@@ -31,7 +31,6 @@ from transformer_tasks import (
 )
 from transformer_tasks.cli import load_translation_checkpoint
 from transformer_tasks.multi30k import load_multi30k
-from transformer_tasks.records import peak_rss_mb
 from transformer_tasks.translation import (
     TRANSLATION_PROFILES,
     ResumeError,
@@ -71,12 +70,11 @@ TINY = apply_overrides(
         "decode.beam_size=2",
     ],
 )
-# Keys of the summary that measure time or memory (they differ between two identical runs).
+# Keys of the summary that measure time (they differ between two identical runs).
 TIMINGS = {
     "train_seconds",
     "wall_seconds",
     "tokens_per_s",
-    "peak_rss_mb",
     "decode_seconds_greedy",
     "decode_seconds_beam",
 }
@@ -417,17 +415,6 @@ def test_snapshots_and_averages_hold_tied_weights_once(run: TranslationRun) -> N
     average = translation_training._average_state_dicts([snapshot, snapshot])
     assert len({average[name].data_ptr() for name in tied}) == 1
     assert all(torch.equal(average[k], snapshot[k]) for k in state)
-
-
-def test_the_summary_records_the_peak_resident_memory(
-    run: TranslationRun, evaluation: TranslationEvaluation
-) -> None:
-    peak = translation_summary(run, evaluation)["peak_rss_mb"]
-    now = peak_rss_mb()
-    if now is None:  # Windows
-        assert peak is None
-    else:
-        assert isinstance(peak, int) and 20 < peak <= now + 1
 
 
 def test_sweep_decoding_scores_every_setting_and_picks_the_best_beam_row(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
-import sys
 
 import torch
 
@@ -50,16 +49,3 @@ def source_commit(folder: str | os.PathLike[str] = ".") -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return sha + ("+changes" if changed else "")
-
-
-def peak_rss_mb() -> float | None:
-    """The peak resident memory of this process so far, in MiB (``None`` where the system does not
-    say: Windows).
-    """
-    try:
-        import resource
-    except ImportError:  # Windows
-        return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    # ru_maxrss counts KiB on Linux, bytes on macOS.
-    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from transformer_lib.checkpoint import save_checkpoint
 from transformer_lib.files import atomic_write
 
-from ..records import describe_machine, peak_rss_mb, source_commit
+from ..records import describe_machine, source_commit
 from .data import TASK, checkpoint_metadata
 
 if TYPE_CHECKING:  # types only: the modules of training and scoring import this one
@@ -54,7 +54,6 @@ def translation_summary(
         "amp": run.result.amp,
         "stop_reason": run.stop_reason,
         "tokens_per_s": round(run.tokens_per_s, 1),
-        "peak_rss_mb": _rounded_mb(peak_rss_mb()),  # of this process so far: training, decoding
         "steps_per_epoch": run.steps_per_epoch,
         "train_pairs": len(run.train_pairs),
         "test_pairs": scores.get("test_pairs", len(run.test_pairs)),
@@ -84,10 +83,6 @@ def _training_and_decoding_seconds(
     if evaluation is None:
         return run.wall_seconds
     return run.wall_seconds + evaluation.greedy_seconds + evaluation.beam_seconds
-
-
-def _rounded_mb(megabytes: float | None) -> int | None:
-    return None if megabytes is None else round(megabytes)
 
 
 def _rounded(row: dict[str, Any]) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def fused_projection(
     bias = None if projections[0].bias is None else torch.cat([p.bias for p in projections])
     out = F.linear(x, weight, bias)  # (B, T, sum of out_features)
     parts = out.split([p.out_features for p in projections], dim=-1)
-    return tuple(self._split_heads(part) for part in parts)
+    return tuple(self.split_heads(part) for part in parts)
 
 
 def fused(module: torch.nn.Module) -> torch.nn.Module:
@@ -62,16 +62,16 @@ def fused(module: torch.nn.Module) -> torch.nn.Module:
                     return fused_projection(
                         layer, query, (layer.q_proj, layer.k_proj, layer.v_proj)
                     )
-                q = layer._split_heads(layer.q_proj(query))  # (B, H, T_q, d_k)
+                q = layer.split_heads(layer.q_proj(query))  # (B, H, T_q, d_k)
                 if key is value:
                     return (q, *fused_projection(layer, key, (layer.k_proj, layer.v_proj)))
                 return (
                     q,
-                    layer._split_heads(layer.k_proj(key)),
-                    layer._split_heads(layer.v_proj(value)),
+                    layer.split_heads(layer.k_proj(key)),
+                    layer.split_heads(layer.v_proj(value)),
                 )
 
-            layer._project = project
+            layer.project = project
     return twin
 
 

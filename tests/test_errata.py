@@ -37,9 +37,11 @@ from transformer_lib import (
     scaled_dot_product_attention,
     sinusoidal_table,
 )
-from transformer_lib.nn.multihead import guarded_attention
+from transformer_lib.nn.attention import guarded_attention
 from transformer_lib.training import TrainConfig, sequence_loss, train
 from transformer_tasks import load_split
+
+pytestmark = pytest.mark.book
 
 D_MODEL, HEADS, D_FF = 16, 2, 32
 

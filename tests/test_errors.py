@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import get_args
 
 import pytest
@@ -71,8 +72,10 @@ def test_float_token_ids(tiny_model) -> None:
         model(ids.float(), ids)
     with pytest.raises(TypeError, match=r"tgt must hold integer token ids.*float"):
         model(ids, ids.double())
-    with pytest.raises(TypeError, match=r"tokens must be a torch.Tensor"):
-        model.src_embed([[1, 2]])
+    with pytest.raises(TypeError, match=r"src must be a torch.Tensor of token ids"):
+        model([[1, 2]], ids)
+    with pytest.raises(RuntimeError, match=r"indices.*Long, Int"):  # a block alone: PyTorch's
+        model.src_embed(ids.float())
 
 
 def test_token_ids_out_of_range(tiny_model) -> None:
@@ -95,10 +98,7 @@ def test_token_ids_out_of_range(tiny_model) -> None:
 
 
 def test_mask_that_cannot_broadcast(tiny_model) -> None:
-    mha = MultiHeadAttention(8, 2)
     x = torch.randn(2, 5, 8)
-    with pytest.raises(ValueError, match=r"mask has shape \(2, 1, 1, 6\).*\(2, 2, 5, 5\)"):
-        mha(x, x, x, torch.ones(2, 1, 1, 6, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"mask has shape \(3, 5, 5\)"):
         scaled_dot_product_attention(x, x, x, torch.ones(3, 5, 5, dtype=torch.bool))
     model = tiny_model()
@@ -107,20 +107,64 @@ def test_mask_that_cannot_broadcast(tiny_model) -> None:
         model(ids, ids, src_mask=torch.ones(2, 1, 1, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"tgt_mask has shape \(3, 3\)"):
         model(ids, ids, tgt_mask=causal_mask(3))
+    with pytest.raises(ValueError, match=r"src_mask has shape \(2, 4\)"):
+        memory = model.encode(ids)
+        model.decode(torch.ones(2, 2, dtype=torch.long), memory, src_mask=ids > 0)
+
+
+def test_a_padding_mask_without_its_broadcast_dimensions_is_refused(tiny_model) -> None:
+    """The one mistake that would pass silently: a ``(B, S)`` padding mask broadcasts over
+    ``(B, H, T, S)`` as if it were ``(T, S)`` whenever ``B`` equals ``T``. The model refuses it
+    where it enters."""
+    model = tiny_model()
+    src = torch.tensor([[5, 6, 7, 0], [5, 6, 0, 0]])  # B = 2, S = 4
+    with pytest.raises(ValueError, match=r"src_mask has shape \(2, 4\)"):
+        model(src, torch.ones(2, 2, dtype=torch.long), src_mask=src != 0)  # T = 2 = B
 
 
 def test_non_bool_mask(tiny_model) -> None:
-    mha = MultiHeadAttention(8, 2)
     x = torch.randn(2, 5, 8)
-    additive = torch.zeros(5, 5).masked_fill(~causal_mask(5), float("-inf"))
-    for need_weights in (False, True):
-        with pytest.raises(TypeError, match=r"mask must be a bool tensor.*float32"):
-            mha(x, x, x, additive, need_weights=need_weights)
     with pytest.raises(TypeError, match=r"mask must be a bool tensor.*int64"):
         scaled_dot_product_attention(x, x, x, torch.ones(5, 5, dtype=torch.long))
     ids = torch.ones(2, 4, dtype=torch.long)
-    with pytest.raises(TypeError, match=r"tgt_mask must be a bool tensor"):
-        tiny_model()(ids, ids, tgt_mask=causal_mask(4).float())
+    additive = torch.zeros(4, 4).masked_fill(~causal_mask(4), float("-inf"))
+    with pytest.raises(TypeError, match=r"tgt_mask must be a bool tensor.*float32"):
+        tiny_model()(ids, ids, tgt_mask=additive)
+
+
+def test_a_forward_pass_checks_its_inputs_once_where_they_enter() -> None:
+    """``model(src, tgt)`` checks the ids, the masks and the lengths at the model's entry and
+    nowhere below: on a 6 + 6 model, 9 calls into the argument checks (50 when every attention
+    checked its inputs again), whatever the depth."""
+    calls: list[str] = []
+
+    def profile(frame, event, arg) -> None:  # noqa: ANN001
+        code = frame.f_code
+        if event == "call" and "transformer_lib" in code.co_filename:
+            if code.co_name.startswith(("check_", "_check")):
+                calls.append(code.co_name)
+
+    counts = {}
+    for layers in (1, 6):
+        config = TransformerConfig(
+            src_vocab_size=20,
+            tgt_vocab_size=20,
+            d_model=16,
+            num_heads=2,
+            d_ff=32,
+            num_encoder_layers=layers,
+            num_decoder_layers=layers,
+        )
+        model = Transformer(config).eval()
+        src, tgt = torch.randint(1, 20, (2, 7)), torch.randint(1, 20, (2, 5))
+        calls.clear()
+        sys.setprofile(profile)
+        try:
+            model(src, tgt)
+        finally:
+            sys.setprofile(None)
+        counts[layers] = len(calls)
+    assert counts == {1: 9, 6: 9}, counts
 
 
 def test_truncated_checkpoint(tiny_model, tmp_path) -> None:
@@ -224,3 +268,16 @@ def test_layers_take_a_layer_spec() -> None:
         Encoder(2, spec)  # the arguments of the older style, in its order
     with pytest.raises(TypeError, match=r"num_layers must be an int"):
         Decoder(spec, 2.0)
+
+
+def test_multi_head_attention_refuses_keys_and_values_of_other_positions() -> None:
+    """Called with two tensors, key ``j`` and value ``j`` must be the same position: PyTorch's fused
+    CPU kernel would return a tensor for 6 keys and 5 values. One tensor for both (what the model
+    passes) is not checked again."""
+    mha = MultiHeadAttention(8, 2)
+    x, memory = torch.randn(2, 6, 8), torch.randn(2, 5, 8)
+    with pytest.raises(ValueError, match=r"key and value must both have shape \(B=2, T_k"):
+        mha(x, x, memory)
+    with pytest.raises(ValueError, match=r"got \(1, 5, 8\) and \(1, 5, 8\)"):
+        mha(x, memory[:1], memory[:1].clone())  # a batch of 1 would broadcast over 2 queries
+    assert mha(x, memory, memory)[0].shape == (2, 6, 8)

@@ -8,7 +8,9 @@ import torch.nn.functional as F
 
 from transformer_book.memory import kv_cache_formula_bytes, kv_cache_nbytes, peak_memory
 from transformer_lib import padding_mask, scaled_dot_product_attention
-from transformer_lib.nn.multihead import KVCache
+from transformer_lib.nn.cache import KVCache
+
+pytestmark = pytest.mark.book
 
 
 def test_peak_memory_counts_what_is_alive_at_once() -> None:

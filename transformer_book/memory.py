@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import torch
 
-from transformer_lib.nn.multihead import KVCache
+from transformer_lib.nn.cache import KVCache
 from transformer_lib.validation import check_positive_int
 
 __all__ = ["kv_cache_formula_bytes", "kv_cache_nbytes", "peak_memory"]

@@ -19,11 +19,12 @@ from .decoding import (
 )
 from .model import Transformer
 from .nn.attention import scaled_dot_product_attention
+from .nn.cache import KVCache
 from .nn.embedding import TokenEmbedding
 from .nn.feedforward import FeedForward
 from .nn.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerSpec
 from .nn.masks import causal_mask, padding_mask, target_mask
-from .nn.multihead import KVCache, MultiHeadAttention
+from .nn.multihead import MultiHeadAttention
 from .nn.norms import LayerNorm, RMSNorm
 from .nn.positional import PositionalEncoding, sinusoidal_table
 from .training import (

@@ -20,8 +20,8 @@ from torch import Tensor, nn
 
 from .config import TransformerConfig
 from .eval_mode import eval_mode
+from .nn.cache import KVCache
 from .nn.masks import causal_mask, padding_mask
-from .nn.multihead import KVCache
 from .validation import check_positive_int, check_token_id, check_token_ids
 
 __all__ = [

@@ -5,10 +5,10 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .config import TransformerConfig
+from .nn.cache import KVCache
 from .nn.embedding import TokenEmbedding
 from .nn.layers import Decoder, Encoder
 from .nn.masks import causal_mask, padding_mask, target_mask
-from .nn.multihead import KVCache
 from .nn.positional import POSITIONALS, RotaryEmbedding
 from .validation import check_mask, check_token_batch
 
@@ -20,10 +20,11 @@ class Transformer(nn.Module):
     ``softmax`` only when you need probabilities.
 
     Masks left as ``None`` are built from ``config.pad_id``: padding keys are hidden everywhere and
-    the decoder's self-attention is causal, so ``model(src, tgt)`` is always correct. The inputs'
-    types and shapes are checked, never their values: on a GPU every value read back to the host
-    waits for all queued work (the ids' range is checked where they enter,
-    :func:`~.check_token_ids`).
+    the decoder's self-attention is causal, so ``model(src, tgt)`` is always correct. The inputs
+    are checked here, where they enter, and nowhere below: the ids' type and shape, each mask's
+    type and shape, and (by the positional module) the length. Never their values: on a GPU every
+    value read back to the host waits for all queued work (the ids' range is checked where a user
+    gives them, :func:`~.check_token_ids`).
 
     Shape:
         src: ``(B, S)`` ids; tgt: ``(B, T)`` ids; output: ``(B, T, tgt_vocab_size)`` logits.
@@ -57,12 +58,18 @@ class Transformer(nn.Module):
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """Encode source ids into memory ``(B, S, d_model)``."""
+        return self._encode(src, src_mask)[0]
+
+    def _encode(self, src: Tensor, src_mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        """The memory, and the source mask (built from ``src`` if ``None``) that cross-attention
+        uses too.
+        """
         check_token_batch("src", src)
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
         batch, length = src.shape
-        check_mask("src_mask", src_mask, (batch, self.config.num_heads, length, length))
-        return self.encoder(self.positional(self.src_embed(src)), src_mask)
+        check_mask("src_mask", src_mask, (batch, self.config.num_heads, length, length), ndim=4)
+        return self.encoder(self.positional(self.src_embed(src)), src_mask), src_mask
 
     def decode(
         self,
@@ -80,16 +87,20 @@ class Transformer(nn.Module):
         and to the new ones up to itself.
         """
         check_token_batch("tgt", tgt)
+        batch, length = tgt.shape
         offset = cache[0][0].length if cache else 0  # positions already decoded (and cached)
         if tgt_mask is None and cache is None:
             tgt_mask = target_mask(tgt, self.config.pad_id)  # (B, 1, T, T): causal, padding hidden
         # new positions: causal among themselves, all cached ones seen
-        elif tgt_mask is None and tgt.size(1) > 1:
-            tgt_mask = causal_mask(offset + tgt.size(1), tgt.device)[offset:]  # (T, offset + T)
+        elif tgt_mask is None and length > 1:
+            tgt_mask = causal_mask(offset + length, tgt.device)[offset:]  # (T, offset + T)
         # (one new position after a cache needs no mask: every key it meets is an earlier position)
-        batch, length = tgt.shape
-        check_mask("tgt_mask", tgt_mask, (batch, self.config.num_heads, length, offset + length))
-        check_mask("src_mask", src_mask, (batch, self.config.num_heads, length, memory.size(1)))
+        else:  # given by the caller: it must broadcast to (B, H, T, offset + T)
+            check_mask(
+                "tgt_mask", tgt_mask, (batch, self.config.num_heads, length, offset + length)
+            )
+        src_shape = (batch, self.config.num_heads, length, memory.size(1))
+        check_mask("src_mask", src_mask, src_shape, ndim=4)
         x = self.positional(self.tgt_embed(tgt), offset)  # (B, T, d_model)
         return self.generator(self.decoder(x, memory, tgt_mask, src_mask, cache))  # (B, T, vocab)
 
@@ -101,10 +112,7 @@ class Transformer(nn.Module):
         tgt_mask: Tensor | None = None,
     ) -> Tensor:
         """Teacher-forced pass: logits for every target position."""
-        if src_mask is None:  # built once, for the encoder and for cross-attention
-            check_token_batch("src", src)
-            src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
-        memory = self.encode(src, src_mask)
+        memory, src_mask = self._encode(src, src_mask)  # the mask is built once, for both
         return self.decode(tgt, memory, src_mask, tgt_mask)
 
     def new_cache(self) -> list[tuple[KVCache, KVCache]]:

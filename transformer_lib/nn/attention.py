@@ -1,9 +1,9 @@
-"""Scaled dot-product attention (缩放点积注意力), written out step by step: the reference the book
-teaches.
+"""Scaled dot-product attention (缩放点积注意力): written out step by step, the reference the book
+teaches, and PyTorch's fused kernel with the guard the model runs.
 
-``MultiHeadAttention`` calls it when the weights are asked for, PyTorch's fused kernel otherwise
-(tested equal). A public function that the chapters call directly, it checks its arguments (host
-work on shapes only, no values read back).
+``MultiHeadAttention`` calls the reference when the weights are asked for and the fused kernel
+otherwise (tested equal). The reference is a public function that the chapters call directly, so
+it checks its arguments (host work on shapes only, no values read back).
 """
 
 from __future__ import annotations
@@ -52,3 +52,36 @@ def scaled_dot_product_attention(
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
     return weights @ value, weights  # (..., T_q, d_v), (..., T_q, T_k)
+
+
+def guarded_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None,
+    dropout_p: float = 0.0,
+    enable_gqa: bool = False,
+) -> Tensor:
+    """``F.scaled_dot_product_attention`` that gives a fully masked query row zeros, never NaN.
+
+    The same arithmetic as :func:`scaled_dot_product_attention` in one fused kernel that never
+    stores the weights (chapter 12 measures what that saves). PyTorch's fused kernels are not all
+    known to zero a fully masked row themselves (its CPU kernel does, some GPU kernels return NaN),
+    so such a row is let attend everywhere (any finite result), then zeroed. With ``enable_gqa``
+    PyTorch shares each key/value head among its group of query heads without copying it.
+
+    Shape:
+        query: ``(B, H, T_q, d_k)``; key, value: ``(B, H, T_k, d_k)`` (``(B, H_kv, T_k, d_k)`` with
+        ``enable_gqa``); mask: bool broadcasting to ``(B, H, T_q, T_k)``, or ``None``; output:
+        ``(B, H, T_q, d_k)``.
+    """
+    if mask is None:
+        return F.scaled_dot_product_attention(
+            query, key, value, dropout_p=dropout_p, enable_gqa=enable_gqa
+        )
+    row_ok = mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
+    safe = mask | ~row_ok  # (..., T_q, T_k)
+    out = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=safe, dropout_p=dropout_p, enable_gqa=enable_gqa
+    )  # (B, H, T_q, d_k)
+    return out * row_ok  # (B, H, T_q, d_k)

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..validation import check_positive_int, check_token_tensor
+from ..validation import check_positive_int
 
 
 class TokenEmbedding(nn.Module):
@@ -46,8 +46,7 @@ class TokenEmbedding(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         """Return ``embedding(tokens) * sqrt(d_model)``.
 
-        Only the dtype is checked, never the ids' range (a host read; :func:`~.check_token_ids` does
-        it where ids enter the library): an id out of range is ``nn.Embedding``'s ``IndexError``.
+        Nothing is checked here (the model checks its ids where they enter): floats are
+        ``nn.Embedding``'s ``RuntimeError``, an id out of range its ``IndexError``.
         """
-        check_token_tensor("tokens", tokens)
         return self.embedding(tokens) * self.scale  # (B, T) -> (B, T, d_model)

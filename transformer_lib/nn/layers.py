@@ -22,8 +22,9 @@ from ..validation import (
     check_positive_int,
     check_probability,
 )
+from .cache import KVCache
 from .feedforward import ACTIVATIONS, Activation, FeedForward
-from .multihead import KVCache, MultiHeadAttention
+from .multihead import MultiHeadAttention
 from .norms import NORMS, NormName
 from .positional import RotaryEmbedding
 

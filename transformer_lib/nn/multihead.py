@@ -1,111 +1,29 @@
-"""Multi-head attention (多头注意力) with a key/value cache for decoding; grouped-query attention
-(分组查询注意力, ``num_kv_heads``) and rotary position embeddings (旋转位置编码, ``rotary``) are its
-options.
+"""Multi-head attention (多头注意力); grouped-query attention (分组查询注意力, ``num_kv_heads``) and
+rotary position embeddings (旋转位置编码, ``rotary``) are its options, the key/value cache
+(:mod:`~.cache`) its companion for decoding.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..validation import (
-    check_divisible,
-    check_kv_heads,
-    check_mask,
-    check_positive_int,
-    check_probability,
-)
-from .attention import scaled_dot_product_attention
+from ..validation import check_divisible, check_kv_heads, check_positive_int, check_probability
+from .attention import guarded_attention, scaled_dot_product_attention
+from .cache import KVCache
 from .positional import RotaryEmbedding
-
-
-@dataclass
-class KVCache:
-    """Keys and values already projected, kept between decoding steps.
-
-    A *growing* cache (decoder self-attention) appends the new positions at each step; a *static*
-    one (cross-attention) is filled once from the encoder output. Keys are stored rotated with RoPE.
-
-    Shape:
-        key, value: ``(B, H_kv, T_cached, d_k)``, ``H_kv`` = the attention's ``num_kv_heads``.
-    """
-
-    key: Tensor | None = None
-    value: Tensor | None = None
-    static: bool = False
-
-    @property
-    def length(self) -> int:
-        """Number of cached positions."""
-        return 0 if self.key is None else self.key.size(-2)
-
-    @property
-    def filled(self) -> bool:
-        """Whether this is a static cache that already holds its keys and values."""
-        return self.static and self.key is not None
-
-    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        """Append (growing) or store (static) the new positions' keys and values; return all of
-        them.
-
-        Shape: key, value ``(B, H_kv, T_new, d_k)``; outputs ``(B, H_kv, T_cached + T_new, d_k)``.
-        """
-        if self.key is not None and self.value is not None and not self.static:
-            key = torch.cat([self.key, key], dim=-2)  # (B, H_kv, T_cached + T_new, d_k)
-            value = torch.cat([self.value, value], dim=-2)
-        self.key, self.value = key, value
-        return key, value
-
-    def reorder(self, index: Tensor) -> None:
-        """Select batch rows (beam search keeps the beams it extends). ``index``: ``(B_new,)``."""
-        if self.key is not None and self.value is not None:
-            self.key = self.key.index_select(0, index)
-            self.value = self.value.index_select(0, index)
-
-
-def guarded_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    mask: Tensor | None,
-    dropout_p: float = 0.0,
-    enable_gqa: bool = False,
-) -> Tensor:
-    """``F.scaled_dot_product_attention`` that gives a fully masked query row zeros, never NaN.
-
-    PyTorch's fused kernels are not all known to do this themselves (its CPU kernel does, some GPU
-    kernels return NaN), so such a row is let attend everywhere (any finite result), then zeroed.
-    With ``enable_gqa`` PyTorch shares each key/value head among its group of query heads without
-    copying it.
-
-    Shape:
-        query: ``(B, H, T_q, d_k)``; key, value: ``(B, H, T_k, d_k)`` (``(B, H_kv, T_k, d_k)`` with
-        ``enable_gqa``); mask: bool broadcasting to ``(B, H, T_q, T_k)``, or ``None``; output:
-        ``(B, H, T_q, d_k)``.
-    """
-    if mask is None:
-        return F.scaled_dot_product_attention(
-            query, key, value, dropout_p=dropout_p, enable_gqa=enable_gqa
-        )
-    row_ok = mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
-    safe = mask | ~row_ok  # (..., T_q, T_k)
-    out = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=safe, dropout_p=dropout_p, enable_gqa=enable_gqa
-    )  # (B, H, T_q, d_k)
-    return out * row_ok  # (B, H, T_q, d_k)
 
 
 class MultiHeadAttention(nn.Module):
     """Project queries, keys and values into ``num_heads`` subspaces, attend in each, recombine.
 
     ``head_i = Attention(Q W_q_i, K W_k_i, V W_v_i)``, ``output = concat(head_1..head_h) W_o``; head
-    ``i``'s weights are rows ``i*d_k:(i+1)*d_k`` of one ``nn.Linear`` each for Q, K and V. Without
-    ``need_weights`` the attention is PyTorch's fused ``F.scaled_dot_product_attention``; with it,
-    the reference :func:`~.attention.scaled_dot_product_attention`, which returns the weights. Both
-    agree (tested) and give a query row whose keys are all masked a zero output.
+    ``i``'s weights are rows ``i*d_k:(i+1)*d_k`` of one ``nn.Linear`` each for Q, K and V.
+
+    The attention in each head is chapter 3's ``softmax(Q K^T / sqrt(d_k)) V``. With
+    ``need_weights`` it is chapter 3's step-by-step :func:`~.scaled_dot_product_attention`, which
+    returns the weights; without, PyTorch's fused kernel (:func:`~.guarded_attention`), which
+    computes the same numbers (tested) without storing the weights. Both give a query row whose
+    keys are all masked a zero output.
 
     **Grouped-query attention** (分组查询注意力; Ainslie et al., 2023): with ``num_kv_heads = H_kv <
     H``, query heads ``g*i .. g*i + g - 1`` (``g = H / H_kv``) share key/value head ``i``, which
@@ -114,13 +32,19 @@ class MultiHeadAttention(nn.Module):
     **Rotary embeddings** (``rotary``, a :class:`~.RotaryEmbedding`) rotate queries and keys after
     the projection. For self-attention only: queries and keys must count from the same origin.
 
+    ``forward`` checks one thing, and only when ``key`` and ``value`` are two tensors: that they
+    describe the same positions, which PyTorch's fused kernel would not notice. The model passes one
+    tensor for both, and :class:`~.Transformer` checks its inputs and masks where they enter; any
+    other shape that does not fit fails loudly in PyTorch's product.
+
     Args:
         dropout: dropout on the attention weights (training only).
         num_kv_heads: key/value heads (``None``: ``num_heads``); must divide ``num_heads``.
 
     Shape:
         query: ``(B, T_q, d_model)``; key, value: ``(B, T_k, d_model)``.
-        mask: bool, ``True`` = may attend, broadcasting to ``(B, H, T_q, T_k)``.
+        mask: bool, ``True`` = may attend, broadcasting to ``(B, H, T_q, T_k)``: a padding mask
+        as ``(B, 1, 1, T_k)``, not ``(B, T_k)``.
         output: ``(B, T_q, d_model)``; weights (if asked): ``(B, H, T_q, T_k)``.
     """
 
@@ -171,34 +95,32 @@ class MultiHeadAttention(nn.Module):
         With a ``cache``, only the new query positions are passed; a static cache is filled on first
         use, then ``key`` and ``value`` are ignored.
         """
-        self._check_inputs(query, key, value, cache)
-        # cross-attention after the first step: the encoder's keys
-        if cache is not None and cache.filled:
-            q, k, v = self._split_heads(self.q_proj(query)), cache.key, cache.value
+        batch, t_q, _ = query.shape
+        if key is not value:  # the model passes one tensor; two could disagree (see below)
+            self._check_key_value(query, key, value)
+        if cache is not None and cache.filled:  # cross-attention while decoding: keys kept
+            q, k, v = self.split_heads(self.q_proj(query)), cache.key, cache.value
         else:
-            q, k, v = self._project(query, key, value)
-            if self.rotary is not None:  # the new positions come after the cached ones
-                offset = 0 if cache is None else cache.length
-                # (B, H, T_q, d_k), (B, H_kv, T_k, d_k)
-                q, k = self.rotary(q, offset), self.rotary(k, offset)
-            if cache is not None:
+            q, k, v = self.project(query, key, value)  # (B, H, T_q, d_k), (B, H_kv, T_k, d_k)
+            q, k = self.rotate(q, k, cache)  # RoPE (chapter 15); nothing without it
+            if cache is not None:  # decoding (chapter 12): the earlier positions' keys too
                 k, v = cache.update(k, v)  # (B, H_kv, T_cached + T_q, d_k)
         assert k is not None and v is not None  # a filled cache holds both
-        batch, t_q = query.shape[:2]
-        check_mask("mask", mask, (batch, self.num_heads, t_q, k.size(-2)))
-        out, weights = self._attend(q, k, v, mask, need_weights)  # (B, H, T_q, d_k)
-        # (B, H, T_q, d_k) -> (B, T_q, d_model)
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights:  # chapter 3's attention, one key/value head per query head
+            k, v = k.repeat_interleave(self.groups, 1), v.repeat_interleave(self.groups, 1)
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        else:
+            out = guarded_attention(q, k, v, mask, dropout_p, enable_gqa=self.groups > 1)
+            weights = None
+        # merge the heads: (B, H, T_q, d_k) -> (B, T_q, H, d_k) -> (B, T_q, d_model)
         out = out.transpose(1, 2).reshape(batch, t_q, self.d_model)
         return self.out_proj(out), weights
 
-    def _check_inputs(
-        self, query: Tensor, key: Tensor, value: Tensor, cache: KVCache | None
-    ) -> None:
-        """Shapes only: reading a value would make the host wait for the GPU."""
-        if query.dim() != 3 or query.size(-1) != self.d_model:
-            raise ValueError(
-                f"query must have shape (B, T_q, d_model={self.d_model}), got {tuple(query.shape)}"
-            )
+    def _check_key_value(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+        """Key ``j`` and value ``j`` must describe the same position. PyTorch's fused CPU kernel
+        does not check it: a value of 5 positions under keys of 6 returns a tensor, not an error.
+        """
         if (
             key.shape[:1] != query.shape[:1]
             or key.size(-1) != self.d_model
@@ -208,38 +130,39 @@ class MultiHeadAttention(nn.Module):
                 f"key and value must both have shape (B={query.size(0)}, T_k, "
                 f"d_model={self.d_model}), got {tuple(key.shape)} and {tuple(value.shape)}"
             )
-        if self.rotary is not None and cache is not None and cache.static:
-            raise ValueError(
-                "a static cache (cross-attention) cannot be used with rotary embeddings"
-            )
 
-    def _split_heads(self, x: Tensor) -> Tensor:
+    def split_heads(self, x: Tensor) -> Tensor:
+        """Shape: ``(B, T, h * d_k)`` -> ``(B, h, T, d_k)``; ``h`` = H for queries, H_kv for keys
+        and values.
+        """
         batch, length, width = x.shape
-        x = x.view(batch, length, width // self.d_k, self.d_k)  # (B, T, h * d_k) -> (B, T, h, d_k)
-        # (B, T, h, d_k) -> (B, h, T, d_k); h = H for queries, H_kv for keys/values
-        return x.transpose(1, 2)
+        return x.view(batch, length, width // self.d_k, self.d_k).transpose(1, 2)
 
-    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
+    def project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Queries, keys and values, each by its own ``nn.Linear``, split into heads.
+
+        Three products, not one with the three weights concatenated: fusing them measured no
+        faster on a whole training step (``benchmarks/results/qkv_projection.json``).
 
         Shape:
             output: q ``(B, H, T_q, d_k)``; k, v ``(B, H_kv, T_k, d_k)``.
         """
-        # Three calls, not one product with the three weights concatenated: fusing them measured
-        # no faster on a whole training step (benchmarks/results/qkv_projection.json).
-        q = self._split_heads(self.q_proj(query))
-        k = self._split_heads(self.k_proj(key))
-        v = self._split_heads(self.v_proj(value))
+        q = self.split_heads(self.q_proj(query))
+        k = self.split_heads(self.k_proj(key))
+        v = self.split_heads(self.v_proj(value))
         return q, k, v
 
-    def _attend(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
-    ) -> tuple[Tensor, Tensor | None]:
-        """Attention of every head; the weights too if asked for. Output: ``(B, H, T_q, d_k)``."""
-        dropout_p = self.dropout if self.training else 0.0
-        if need_weights:
-            # The step-by-step reference wants one key/value head per query head: (B, H, T_k, d_k).
-            k = k.repeat_interleave(self.groups, dim=1)
-            v = v.repeat_interleave(self.groups, dim=1)
-            return scaled_dot_product_attention(q, k, v, mask, dropout_p)
-        return guarded_attention(q, k, v, mask, dropout_p, enable_gqa=self.groups > 1), None
+    def rotate(self, q: Tensor, k: Tensor, cache: KVCache | None) -> tuple[Tensor, Tensor]:
+        """Queries and keys rotated by their positions (RoPE), or as they are without ``rotary``.
+
+        The new positions come after the cached ones. A static cache (cross-attention) is refused:
+        decoder and encoder positions share no origin, so their rotations would mean nothing.
+        """
+        if self.rotary is None:
+            return q, k
+        if cache is not None and cache.static:
+            raise ValueError(
+                "a static cache (cross-attention) cannot be used with rotary embeddings"
+            )
+        offset = 0 if cache is None else cache.length
+        return self.rotary(q, offset), self.rotary(k, offset)

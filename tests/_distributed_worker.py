@@ -3,8 +3,7 @@
 
 Usage: ``_distributed_worker.py MODE OUT CKPT`` where MODE is
 
-* ``equal``: run A (grad_accum=1, dropout 0, evaluation, periodic and best checkpoints, progress
-bar),
+* ``equal``: run A (grad_accum=1, dropout 0, evaluation, periodic checkpoints, progress bar),
   run B (grad_accum=2, no_sync), run C (dropout 0.1, the uninterrupted reference for resuming) and
   run D (ranks given different numbers of batches: training must end, not hang) and run E (a time
   budget and the linear schedule, rank 1's steps slower: the ranks must share one clock);
@@ -158,7 +157,6 @@ def main() -> None:
                 progress=True,
                 checkpoint_path=str(ckpt / "a.safetensors"),
                 checkpoint_every=2,
-                best_checkpoint_path=str(ckpt / "a_best.safetensors"),
             ),
             evaluate=lambda m: {"val_loss": evaluate_loss(m, VALIDATION)["loss"]},
         )

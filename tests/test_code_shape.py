@@ -16,6 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("transformer_lib", "transformer_tasks")
 PYTHON_DIRS = (*PACKAGES, "transformer_book", "tests", "benchmarks", "scripts", "_ext")
 MAX_FUNCTION_LINES = 50  # docstring not counted
+# A function that is one idea read top to bottom, where splitting it would hide the idea: the
+# training loop (chapter 9) shows the step, logging, evaluation, stopping and saving in one place.
+READ_TOP_TO_BOTTOM = {"transformer_lib/training/loop.py train": 130}
 MAX_INIT_PARAMETERS = 8  # self not counted
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -76,11 +79,12 @@ def test_the_walk_sees_methods_and_nested_functions_and_skips_docstrings() -> No
 
 
 def test_no_function_is_over_50_lines() -> None:
-    long = [
-        (name, n)
-        for name, f in all_functions()
-        if (n := length_without_docstring(f)) > MAX_FUNCTION_LINES
-    ]
+    long = []
+    for name, f in all_functions():
+        where, _, qualified = name.partition(" ")
+        limit = READ_TOP_TO_BOTTOM.get(f"{where.split(':')[0]} {qualified}", MAX_FUNCTION_LINES)
+        if (n := length_without_docstring(f)) > limit:
+            long.append((name, n))
     assert not long, f"over {MAX_FUNCTION_LINES} lines (docstring not counted): " + "; ".join(
         f"{name} ({n})" for name, n in long
     )

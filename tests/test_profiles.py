@@ -164,7 +164,7 @@ def test_set_reaches_every_section_parsing_by_the_fields_types() -> None:
     # data.vocab_size).
     assert len(
         settable_fields(cpu)
-    ) == 3 + 16 + 23 + 5 + 4 and "model.src_vocab_size" not in settable_fields(cpu)
+    ) == 3 + 16 + 20 + 5 + 4 and "model.src_vocab_size" not in settable_fields(cpu)
 
 
 @pytest.mark.parametrize(

@@ -34,26 +34,17 @@ class TrainConfig:
         time_budget_s: stop after this many seconds of training steps (the slowest rank's under
             ``torchrun``).
         label_smoothing: ``epsilon_ls`` of ``F.cross_entropy`` (the paper: 0.1).
-        label_smoothing_pad: whether label smoothing gives the padding class its share
-            ``epsilon_ls / V``, as ``F.cross_entropy`` does (``True``), or none (``False``:
-            ``epsilon_ls`` is spread over the ``V - 1`` classes but ``<pad>``, the true one too; The
-            Annotated Transformer also gives ``<pad>`` none, but its target differs, see
-            :func:`~.sequence_loss`). Measured
-            on chapter 11's recipe, giving it none moved BLEU and the validation loss less than a
-            second seed does (``benchmarks/results/label_smoothing_pad.json``), so the default
-            stays PyTorch's.
         grad_accum: batches whose gradients are summed before each optimizer step (per process).
         clip_norm: clip the global gradient norm to this value (``None``: off, as in the paper).
         amp: ``"none"`` (float32), ``"bf16"``, ``"fp16"`` (CUDA, ``GradScaler``), ``"auto"``
             (:func:`~.amp_for_device`).
         adam_betas, adam_eps: Adam's hyper-parameters (the paper: ``(0.9, 0.98)``, ``1e-9``).
         eval_every: evaluate every this many steps (``None``: every epoch), and always at the end.
-        monitor, mode: the metric (a key of ``evaluate``'s dict) for ``patience``, ``target`` and
-            ``best_checkpoint_path``; ``"max"`` if larger is better.
-        patience, target: stop after this many evaluations in a row without improvement; once
-            ``monitor`` reaches this.
-        checkpoint_path, checkpoint_every: write the resumable state there every this many steps;
-        best_checkpoint_path: the model whenever ``monitor`` improves.
+        monitor, mode: the metric (a key of ``evaluate``'s dict) whose best value the result
+            records, and that ``target`` watches; ``"max"`` if larger is better.
+        target: stop once ``monitor`` reaches this.
+        checkpoint_path, checkpoint_every: write the resumable state there every this many steps
+            and at the end (a directory keeps the newest ``step-N`` pair).
         seed: seeds dropout and the data order (rank ``r`` of ``torchrun``: ``seed + r``), not the
             weights.
         progress: a tqdm bar on stderr (rank 0 only; tqdm's ``TQDM_DISABLE`` also hides it).
@@ -66,7 +57,6 @@ class TrainConfig:
     warmup_steps: int = 4000
     schedule: Schedule = "noam"
     label_smoothing: float = 0.1
-    label_smoothing_pad: bool = True
     grad_accum: int = 1
     clip_norm: float | None = None
     amp: AmpMode = "none"
@@ -75,11 +65,9 @@ class TrainConfig:
     eval_every: int | None = None
     monitor: str | None = None
     mode: Literal["max", "min"] = "max"
-    patience: int | None = None
     target: float | None = None
     checkpoint_path: str | None = None
     checkpoint_every: int | None = None
-    best_checkpoint_path: str | None = None
     seed: int = 0
     progress: bool = True
 
@@ -115,7 +103,6 @@ class TrainConfig:
     def _check_optimizer(self) -> None:
         _positive_number("lr", self.lr, "float (the peak learning rate)")
         check_probability("label_smoothing", self.label_smoothing)
-        check_bool("label_smoothing_pad", self.label_smoothing_pad)
         check_positive_int("grad_accum", self.grad_accum)
         check_choice("amp", self.amp, AMP_CHOICES)
         if self.clip_norm is not None:
@@ -125,16 +112,13 @@ class TrainConfig:
             raise ValueError(f"adam_betas must be two floats in [0, 1), got {self.adam_betas!r}")
 
     def _check_evaluation(self) -> None:
-        for name in ("eval_every", "patience", "checkpoint_every"):
+        for name in ("eval_every", "checkpoint_every"):
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
         check_choice("mode", self.mode, ("max", "min"))
         check_bool("progress", self.progress)
-        watched = (self.patience, self.target, self.best_checkpoint_path)
-        if self.monitor is None and watched != (None, None, None):
-            raise ValueError(
-                "patience, target and best_checkpoint_path need monitor= (the metric to watch)"
-            )
+        if self.monitor is None and self.target is not None:
+            raise ValueError("target needs monitor= (the metric to watch)")
 
     def noam_factor(self, d_model: int) -> float:
         """The Noam ``factor`` that makes the schedule peak at ``lr``: ``lr * sqrt(d_model *
@@ -157,8 +141,8 @@ class TrainResult:
         tokens: source + target tokens trained on, padding excluded, over all processes (those
             before a resume included).
         stop_reason: why the run stopped: ``"max_steps"``, ``"max_epochs"``, ``"time_budget"``,
-            ``"patience"`` or ``"target"`` (those two: :attr:`stopped_early`), or
-            ``"data_exhausted"`` (an epoch yielded no batch); ``""`` while it runs.
+            ``"target"`` (:attr:`stopped_early`), or ``"data_exhausted"`` (an epoch yielded no
+            batch); ``""`` while it runs.
         best_metric, best_step: best value of ``monitor`` seen and its step (``None`` without one).
         world_size, amp: processes that trained together; the mixed precision used (``"auto"``
             resolved).
@@ -178,8 +162,8 @@ class TrainResult:
 
     @property
     def stopped_early(self) -> bool:
-        """Whether early stopping ended the run (``target`` reached, or ``patience`` run out)."""
-        return self.stop_reason in ("target", "patience")
+        """Whether early stopping ended the run (``monitor`` reached ``target``)."""
+        return self.stop_reason == "target"
 
     @property
     def final_loss(self) -> float:

@@ -23,7 +23,6 @@ from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 from tqdm.auto import tqdm
 
-from ..checkpoint import save_checkpoint
 from ..data.batching import Batch
 from ..eval_mode import eval_mode
 from ..model import Transformer
@@ -66,42 +65,109 @@ def train(
 
     Under ``torchrun`` every rank calls ``train`` with the same arguments and batches; a step takes
     ``grad_accum`` batches per rank, ``history``'s losses are over all ranks, rank 0's metrics
-    decide early stopping, and ``resume_from`` needs a run of as many processes.
+    decide ``target``, and ``resume_from`` needs a run of as many processes.
     """
     _check_arguments(model, train_data, config, evaluate, resume_from, metadata)
-    run = _Run(model, config, torch.device(device), evaluate, metadata, forward, resume_from)
-    # tqdm reads TQDM_DISABLE=1 as the default of its argument: pass disable only to switch the bar
-    # off.
-    off = {"disable": True} if not config.progress or run.rank != 0 else {}
-    bar = tqdm(
-        total=config.max_steps,
-        initial=run.state.step,
-        unit="step",
-        file=sys.stderr,
-        dynamic_ncols=True,
-        **off,
+    device = torch.device(device)
+    rank, world = (dist.get_rank(), dist.get_world_size()) if is_distributed() else (0, 1)
+    amp = resolve_amp(config.amp, device)  # "auto": what pays on this device
+    _check_device(amp, device, world > 1)
+    model = model.to(device)
+    state = TrainState(world_size=world, result=TrainResult(world_size=world, amp=amp))
+
+    def budget_spent() -> float:  # the linear schedule also decays with the time spent
+        return state.result.train_seconds / config.time_budget_s
+
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=config.lr, betas=config.adam_betas, eps=config.adam_eps
     )
-    with bar:
-        while not run.finished():
-            # this rank's share, past those a resumed run has seen
-            batches = run.epoch_batches(train_data)
-            # grad_accum batches; None: epoch over
-            while (group := run.next_group(batches)) is not None:
-                run.step(group, bar)  # optimizer_step, then the history and the progress bar
-                if config.eval_every is not None and run.state.step % config.eval_every == 0:
-                    run.evaluation()  # early stopping may end the run
-                if run.finished():  # early stopping, max_steps, time_budget_s
+    time_used = budget_spent if config.time_budget_s is not None else None
+    parts = Optimization(
+        optimizer=optimizer,
+        scheduler=_schedule(config, optimizer, model, time_used),
+        scaler=torch.amp.GradScaler("cuda", enabled=amp == "fp16"),
+    )
+    if resume_from is None:
+        set_seed(config.seed + rank)  # rank 0 (and a single process): config.seed
+    else:  # weights, Adam, schedule, random generators, where the data stood
+        state = load_training_state(resume_from, model, parts, device, rank, world)
+        state.result.stop_reason = ""  # this call's config decides when to stop
+        state.result.amp = amp
+    setup = StepSetup(
+        # after loading: DistributedDataParallel copies rank 0's weights to the others
+        model=wrap_for_ranks(model, device) if world > 1 else model,
+        parts=parts,
+        device=device,
+        amp=amp,
+        forward=forward,
+        label_smoothing=config.label_smoothing,
+        clip_norm=config.clip_norm,
+    )
+    model.train()
+    result = state.result
+    with _progress_bar(config, rank, state.step) as bar:
+        while not _must_stop(config, state):
+            batches = _epoch_batches(train_data, state, rank, world)
+            while (group := _next_group(batches, config.grad_accum, device, world)) is not None:
+                lr = optimizer.param_groups[0]["lr"]  # the rate this step uses
+                loss = optimizer_step(setup, group.batches, group.target_tokens)
+                # log the step: the time counts the fetching of its batches
+                elapsed = time.perf_counter() - group.started
+                state.step += 1
+                state.batch_in_epoch += len(group.batches)
+                result.steps = state.step
+                result.tokens += group.tokens
+                result.train_seconds = _slowest_clock(
+                    result.train_seconds + elapsed, config, device
+                )
+                tokens_per_s = group.tokens / elapsed if elapsed > 0 else math.nan
+                result.history.append(
+                    dict(
+                        step=state.step,
+                        epoch=state.epoch,
+                        loss=loss,
+                        lr=lr,
+                        tokens_per_s=tokens_per_s,
+                    )
+                )
+                bar.update(1)
+                bar.set_postfix(
+                    loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:.0f}", refresh=False
+                )
+                if config.eval_every is not None and state.step % config.eval_every == 0:
+                    _evaluate(model, evaluate, config, state)  # reaching target stops the run
+                if _must_stop(config, state):  # target, max_steps, time_budget_s
                     break
-                if (
-                    config.checkpoint_every is not None
-                    and run.state.step % config.checkpoint_every == 0
-                ):
+                every = config.checkpoint_every
+                if every is not None and state.step % every == 0:
                     # after the evaluation: a run resumed here does not miss it
-                    run.save(config.checkpoint_path)
-            run.end_epoch()
-        run.finish()
-    run.save(config.checkpoint_path)
-    return run.state.result
+                    _save(config.checkpoint_path, model, parts, state, metadata, rank, world)
+            if result.stop_reason:
+                break
+            if state.batch_in_epoch == 0:  # not one batch this epoch, nor before a resume
+                result.stop_reason = "data_exhausted"
+                break
+            state.epoch += 1
+            state.batch_in_epoch = 0
+            result.epochs = state.epoch
+            if config.eval_every is None:
+                _evaluate(model, evaluate, config, state)
+        # a last evaluation, unless this step was just evaluated or reached the target
+        if state.last_eval_step != state.step and not result.stopped_early:
+            _evaluate(model, evaluate, config, state)
+        result.epochs = state.epoch
+    _save(config.checkpoint_path, model, parts, state, metadata, rank, world)
+    return result
+
+
+def _must_stop(config: TrainConfig, state: TrainState) -> bool:
+    """Whether the run must stop: the target reached, an empty epoch, or a step, epoch or time
+    limit (:func:`limit_reached`), whichever came first (``stop_reason`` records it).
+    """
+    result = state.result
+    if not result.stop_reason:
+        result.stop_reason = limit_reached(config, state)
+    return bool(result.stop_reason)
 
 
 def limit_reached(config: TrainConfig, state: TrainState) -> str:
@@ -141,11 +207,11 @@ def _check_arguments(
         raise ValueError(
             f"monitor={config.monitor!r} needs evaluate= (a callable model -> dict of metrics)"
         )
-    saves = [config.checkpoint_path, config.best_checkpoint_path, resume_from]
+    saves = [config.checkpoint_path, resume_from]
     if any(p is not None for p in saves) and not isinstance(model, Transformer):
         raise TypeError(
-            "checkpoint_path, best_checkpoint_path and resume_from need a transformer_lib "
-            f"Transformer (its checkpoint stores its config), got {type(model).__name__}"
+            "checkpoint_path and resume_from need a transformer_lib Transformer (its checkpoint "
+            f"stores its config), got {type(model).__name__}"
         )
     try:
         json.dumps(metadata or {})
@@ -164,6 +230,53 @@ def _check_device(amp: str, device: torch.device, distributed: bool) -> None:
         )
 
 
+def _schedule(
+    config: TrainConfig,
+    optimizer: torch.optim.Optimizer,
+    model: nn.Module,
+    time_used: Callable[[], float] | None,
+) -> LambdaLR:
+    """The learning-rate schedule of ``config``; ``time_used``: the share of ``time_budget_s``
+    spent, which the linear schedule decays with too.
+    """
+    if config.schedule == "linear":
+        return linear_decay_schedule(
+            optimizer, config.lr, config.warmup_steps, config.max_steps, time_used
+        )
+    # The paper's formula scales by d_model ** -0.5 and noam_factor(d_model) by its inverse, so
+    # the rate peaks at config.lr whatever the width; the library's model gives its own width
+    # (the rates then round exactly as the paper's formula does), any other model 1.
+    d_model = model.config.d_model if isinstance(model, Transformer) else 1
+    return noam_schedule(optimizer, d_model, config.warmup_steps, config.noam_factor(d_model))
+
+
+def _progress_bar(config: TrainConfig, rank: int, initial: int) -> tqdm:
+    """A tqdm bar on stderr, on rank 0 only."""
+    # tqdm reads TQDM_DISABLE=1 as the default of its argument: pass disable only to switch the bar
+    # off.
+    off = {"disable": True} if not config.progress or rank != 0 else {}
+    return tqdm(
+        total=config.max_steps,
+        initial=initial,
+        unit="step",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        **off,
+    )
+
+
+def _epoch_batches(
+    train_data: TrainData, state: TrainState, rank: int, world: int
+) -> Iterator[Batch]:
+    """The batches of ``state.epoch`` (this rank's share), past those a resumed run has seen."""
+    source = train_data(state.epoch) if callable(train_data) else train_data
+    batches = shard_batches(source, rank, world) if world > 1 else iter(source)
+    # skipped before the clock of the first step starts
+    for _ in range(state.batch_in_epoch):
+        next(batches, None)
+    return batches
+
+
 @dataclass
 class _Group:
     """The batches of one optimizer step, with the step's token counts summed over the ranks."""
@@ -174,232 +287,89 @@ class _Group:
     started: float  # when fetching it began: fetching the data counts as training time
 
 
-class _Run:
-    """One call of :func:`~.train`: the model, its optimizer, and where the run stands
-    (``state``; ``state.result.stop_reason`` is set once the run must stop).
+def _next_group(
+    batches: Iterator[Batch], grad_accum: int, device: torch.device, world: int
+) -> _Group | None:
+    """The next ``grad_accum`` batches; ``None`` at the end of the epoch, on every rank as soon
+    as one rank runs out (under ``torchrun``, a rank that stepped alone would wait forever for
+    the others' gradients).
     """
+    started = time.perf_counter()
+    group = list(islice(batches, grad_accum))
+    if not all(isinstance(batch, Batch) for batch in group):
+        kinds = [type(b).__name__ for b in group]
+        raise TypeError(f"train_data must yield Batch objects, got {kinds}")
+    target = sum(b.num_tokens for b in group)  # counted on the host, before the batches move
+    # [ranks that still have data, target tokens, all tokens], summed over the ranks
+    counts = [int(bool(group)), target, target + sum(b.num_src_tokens for b in group)]
+    if world > 1:
+        summed = torch.tensor(counts, dtype=torch.long, device=device)
+        dist.all_reduce(summed)
+        counts = summed.tolist()
+    if counts[0] < world:
+        return None
+    return _Group(batches=group, target_tokens=counts[1], tokens=counts[2], started=started)
 
-    def __init__(
-        self,
-        model: nn.Module,
-        config: TrainConfig,
-        device: torch.device,
-        evaluate: Evaluate | None,
-        metadata: dict[str, Any] | None,
-        forward: BatchForward,
-        resume_from: str | os.PathLike[str] | None,
-    ) -> None:
-        self.config = config
-        self.device = device
-        self.evaluate = evaluate
-        self.metadata = dict(metadata or {})
-        self.distributed = is_distributed()
-        self.rank = dist.get_rank() if self.distributed else 0
-        self.world = dist.get_world_size() if self.distributed else 1
-        amp = resolve_amp(config.amp, device)  # "auto": what pays on this device
-        _check_device(amp, device, self.distributed)
-        self.model = model.to(device)
-        # A fresh run's state (the linear schedule reads its clock from the start).
-        self.state = TrainState(
-            world_size=self.world, result=TrainResult(world_size=self.world, amp=amp)
+
+def _slowest_clock(seconds: float, config: TrainConfig, device: torch.device) -> float:
+    """Under ``torchrun`` with a time budget, the slowest rank's training time: every rank then
+    sets its rate and stops alike. Otherwise ``seconds`` itself.
+    """
+    if not is_distributed() or config.time_budget_s is None:
+        return seconds
+    clock = torch.tensor([seconds], dtype=torch.float64, device=device)
+    dist.all_reduce(clock, op=dist.ReduceOp.MAX)
+    return float(clock.item())
+
+
+def _evaluate(
+    model: nn.Module, evaluate: Evaluate | None, config: TrainConfig, state: TrainState
+) -> None:
+    """Evaluate (when ``train`` got ``evaluate``), track the best ``monitor`` value, and stop the
+    run once it reaches ``target``.
+    """
+    if evaluate is None:
+        return
+    with eval_mode(model):
+        metrics = evaluate(model)
+    if not isinstance(metrics, dict):
+        raise TypeError(f"evaluate must return a dict of metrics, got {type(metrics).__name__}")
+    metrics = {k: float(v) for k, v in metrics.items()}
+    # every rank evaluated; rank 0's numbers decide, so that every rank decides alike
+    if is_distributed():
+        metrics = broadcast_object(metrics)
+    result = state.result
+    result.eval_history.append({"step": state.step, "epoch": state.epoch, **metrics})
+    state.last_eval_step = state.step
+    if config.monitor is None:
+        return
+    if config.monitor not in metrics:
+        raise ValueError(
+            f"monitor={config.monitor!r} is not among evaluate's metrics {sorted(metrics)}"
         )
-        optimizer = torch.optim.Adam(
-            model.parameters(), lr=config.lr, betas=config.adam_betas, eps=config.adam_eps
-        )
-        self.parts = Optimization(
-            optimizer=optimizer,
-            scheduler=self._scheduler(optimizer),
-            scaler=torch.amp.GradScaler("cuda", enabled=amp == "fp16"),
-        )
-        if resume_from is None:
-            set_seed(config.seed + self.rank)  # rank 0 (and a single process): config.seed
-        else:
-            self.state = self._resume(resume_from, amp)
-        self.setup = StepSetup(
-            # after loading: DistributedDataParallel copies rank 0's weights to the others
-            model=wrap_for_ranks(model, device) if self.distributed else model,
-            parts=self.parts,
-            device=device,
-            amp=amp,
-            forward=forward,
-            label_smoothing=config.label_smoothing,
-            smooth_pad=config.label_smoothing_pad,
-            clip_norm=config.clip_norm,
-        )
-        model.train()
+    sign = 1 if config.mode == "max" else -1  # larger is better when sign * value is larger
+    value = metrics[config.monitor]
+    if result.best_metric is None or sign * value > sign * result.best_metric:
+        result.best_metric, result.best_step = value, state.step
+    if config.target is not None and sign * value >= sign * config.target:
+        result.stop_reason = "target"
 
-    def _resume(self, resume_from: str | os.PathLike[str], amp: str) -> TrainState:
-        """Load the run ``resume_from`` holds (weights, Adam, schedule, random generators) and
-        return its state.
-        """
-        state = load_training_state(
-            resume_from, self.model, self.parts, self.device, self.rank, self.world
-        )
-        state.result.stop_reason = ""  # this call's config decides when to stop
-        state.result.amp = amp
-        return state
 
-    def _scheduler(self, optimizer: torch.optim.Optimizer) -> LambdaLR:
-        config = self.config
-        if config.schedule == "linear":  # it also decays with the share of time_budget_s spent
-
-            def budget_spent() -> float:
-                return self.state.result.train_seconds / config.time_budget_s
-
-            time_used = budget_spent if config.time_budget_s is not None else None
-            return linear_decay_schedule(
-                optimizer, config.lr, config.warmup_steps, config.max_steps, time_used
-            )
-        # The paper's formula scales by d_model ** -0.5 and noam_factor(d_model) by its inverse, so
-        # the rate peaks at config.lr whatever the width; the library's model gives its own width
-        # (the rates then round exactly as the paper's formula does), any other model 1.
-        d_model = self.model.config.d_model if isinstance(self.model, Transformer) else 1
-        return noam_schedule(optimizer, d_model, config.warmup_steps, config.noam_factor(d_model))
-
-    def finished(self) -> bool:
-        """Whether the run must stop: early stopping, an empty epoch, or a step, epoch or time
-        limit (:func:`limit_reached`), whichever came first (``stop_reason`` records it).
-        """
-        result = self.state.result
-        if not result.stop_reason:
-            result.stop_reason = limit_reached(self.config, self.state)
-        return bool(result.stop_reason)
-
-    def epoch_batches(self, train_data: TrainData) -> Iterator[Batch]:
-        source = train_data(self.state.epoch) if callable(train_data) else train_data
-        batches = shard_batches(source, self.rank, self.world) if self.distributed else iter(source)
-        # skipped before the clock of the first step starts
-        for _ in range(self.state.batch_in_epoch):
-            next(batches, None)
-        return batches
-
-    def next_group(self, batches: Iterator[Batch]) -> _Group | None:
-        """The next ``grad_accum`` batches; ``None`` at the end of the epoch, on every rank as soon
-        as one rank runs out (under ``torchrun``, a rank that stepped alone would wait forever for
-        the others' gradients).
-        """
-        started = time.perf_counter()
-        group = list(islice(batches, self.config.grad_accum))
-        if not all(isinstance(batch, Batch) for batch in group):
-            kinds = [type(b).__name__ for b in group]
-            raise TypeError(f"train_data must yield Batch objects, got {kinds}")
-        target = sum(b.num_tokens for b in group)  # counted on the host, before the batches move
-        # [ranks that still have data, target tokens, all tokens], summed over the ranks
-        counts = [int(bool(group)), target, target + sum(b.num_src_tokens for b in group)]
-        if self.distributed:
-            summed = torch.tensor(counts, dtype=torch.long, device=self.device)
-            dist.all_reduce(summed)
-            counts = summed.tolist()
-        if counts[0] < self.world:
-            return None
-        return _Group(batches=group, target_tokens=counts[1], tokens=counts[2], started=started)
-
-    def step(self, group: _Group, bar: tqdm) -> None:
-        """One optimizer step over the group; count it, add it to the history and to the progress
-        bar.
-        """
-        state = self.state
-        result = state.result
-        lr = self.parts.optimizer.param_groups[0]["lr"]  # the rate this step uses
-        loss = optimizer_step(self.setup, group.batches, group.target_tokens)
-        elapsed = time.perf_counter() - group.started
-        state.step += 1
-        state.batch_in_epoch += len(group.batches)
-        result.steps = state.step
-        result.tokens += group.tokens
-        result.train_seconds += elapsed
-        if self.distributed and self.config.time_budget_s is not None:
-            # The slowest rank's clock: every rank then sets its rate and stops alike.
-            clock = torch.tensor([result.train_seconds], dtype=torch.float64, device=self.device)
-            dist.all_reduce(clock, op=dist.ReduceOp.MAX)
-            result.train_seconds = float(clock.item())
-        tokens_per_s = group.tokens / elapsed if elapsed > 0 else math.nan
-        result.history.append(
-            dict(step=state.step, epoch=state.epoch, loss=loss, lr=lr, tokens_per_s=tokens_per_s)
-        )
-        bar.update(1)
-        bar.set_postfix(
-            loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:.0f}", refresh=False
-        )
-
-    def end_epoch(self) -> None:
-        """Count the epoch (and evaluate when ``eval_every`` is None)."""
-        state = self.state
-        if state.result.stop_reason:
-            return
-        if state.batch_in_epoch == 0:  # not one batch this epoch, nor before a resume
-            state.result.stop_reason = "data_exhausted"
-            return
-        state.epoch += 1
-        state.batch_in_epoch = 0
-        state.result.epochs = state.epoch
-        if self.config.eval_every is None:
-            self.evaluation()
-
-    def finish(self) -> None:
-        """A last evaluation, unless the last step was just evaluated or early stopping ended the
-        run.
-        """
-        state = self.state
-        if state.last_eval_step != state.step and not state.result.stopped_early:
-            self.evaluation()
-        state.result.epochs = state.epoch
-
-    def evaluation(self) -> None:
-        """Evaluate (when ``train`` got ``evaluate``) and track the best ``monitor`` value; early
-        stopping sets ``stop_reason``.
-        """
-        if self.evaluate is None:
-            return
-        with eval_mode(self.model):
-            metrics = self.evaluate(self.model)
-        if not isinstance(metrics, dict):
-            raise TypeError(f"evaluate must return a dict of metrics, got {type(metrics).__name__}")
-        metrics = {k: float(v) for k, v in metrics.items()}
-        # every rank evaluated; rank 0's numbers decide, so that every rank decides alike
-        if self.distributed:
-            metrics = broadcast_object(metrics)
-        row = {"step": self.state.step, "epoch": self.state.epoch, **metrics}
-        self.state.result.eval_history.append(row)
-        self.state.last_eval_step = self.state.step
-        if self.config.monitor is not None:
-            self._track_best(metrics, row)
-
-    def _track_best(self, metrics: dict[str, float], row: dict[str, float]) -> None:
-        """Track the best ``monitor`` value (saving the best model); stop at ``target`` or when
-        ``patience`` runs out.
-        """
-        config = self.config
-        state = self.state
-        result = state.result
-        if config.monitor not in metrics:
-            raise ValueError(
-                f"monitor={config.monitor!r} is not among evaluate's metrics {sorted(metrics)}"
-            )
-        sign = 1 if config.mode == "max" else -1  # larger is better when sign * value is larger
-        value = metrics[config.monitor]
-        better = result.best_metric is None or sign * value > sign * result.best_metric
-        state.bad_evals = 0 if better else state.bad_evals + 1
-        if better:
-            result.best_metric = value
-            result.best_step = state.step
-            if config.best_checkpoint_path is not None:
-                if self.rank == 0:
-                    metadata = {**self.metadata, "step": state.step, "metrics": row}
-                    save_checkpoint(self.model, config.best_checkpoint_path, **metadata)
-                barrier()
-        if config.target is not None and sign * value >= sign * config.target:
-            result.stop_reason = "target"
-        elif config.patience is not None and state.bad_evals >= config.patience:
-            result.stop_reason = "patience"
-
-    def save(self, path: str | None) -> None:
-        """Write the resumable checkpoint (rank 0 only; every rank's random state goes into it)."""
-        if path is None:
-            return
-        rank_rngs = all_gather_object(rng_state()) if self.distributed else [rng_state()]
-        if self.rank == 0:
-            save_training_state(
-                Path(path), self.model, self.parts, self.state, self.metadata, rank_rngs
-            )
-        barrier()
+def _save(
+    path: str | None,
+    model: nn.Module,
+    parts: Optimization,
+    state: TrainState,
+    metadata: dict[str, Any] | None,
+    rank: int,
+    world: int,
+) -> None:
+    """Write the resumable checkpoint to ``path`` (rank 0 only; every rank's random state goes into
+    it); nothing without a path.
+    """
+    if path is None:
+        return
+    rank_rngs = all_gather_object(rng_state()) if world > 1 else [rng_state()]
+    if rank == 0:
+        save_training_state(Path(path), model, parts, state, dict(metadata or {}), rank_rngs)
+    barrier()

@@ -37,7 +37,6 @@ class TrainState:
     epoch: int = 0  # completed passes over the data
     # batches of this epoch already trained on (this rank's): a resumed run skips them
     batch_in_epoch: int = 0
-    bad_evals: int = 0  # evaluations in a row without improving config.monitor (for patience)
     last_eval_step: int = -1  # -1: no evaluation yet
     world_size: int = 1  # processes training together: a resume needs as many
     # what the run returns: histories, best metric, ...
@@ -202,7 +201,8 @@ def load_training_state(
         parts.scaler.load_state_dict(state["scaler"])
     set_rng_state(state["rng"][rank])  # _check_matches made sure there is one per rank
     loop = state["loop"]  # TrainState as dataclasses.asdict wrote it (read_loop_state returns it)
-    # An older state's result may hold a field that is a property now (stopped_early).
+    # An older state may hold a field since dropped (bad_evals; stopped_early, now a property).
     known = {f.name for f in fields(TrainResult)}
     result = TrainResult(**{k: v for k, v in loop["result"].items() if k in known})
-    return TrainState(**{**loop, "result": result})
+    kept = {f.name for f in fields(TrainState)} - {"result"}
+    return TrainState(**{k: v for k, v in loop.items() if k in kept}, result=result)

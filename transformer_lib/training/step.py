@@ -51,7 +51,6 @@ class StepSetup:
     amp: str  # "none", "bf16" or "fp16": autocast around the forward pass
     forward: BatchForward  # (model, batch) -> logits
     label_smoothing: float
-    smooth_pad: bool = True  # whether label smoothing gives <pad> its share (TrainConfig)
     clip_norm: float | None = None  # clip the global gradient norm to this (None: no clipping)
 
 
@@ -97,7 +96,6 @@ def optimizer_step(setup: StepSetup, group: list[Batch], target_tokens: int) -> 
                 batch.pad_id,
                 setup.label_smoothing,
                 reduction="sum",
-                smooth_pad=setup.smooth_pad,
             )
             parts.scaler.scale(loss * world / target_tokens).backward()
         total += loss.detach()

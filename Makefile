@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine (Python 3.11+, Linux or macOS):
 #   make book      build the book and print where to open it
 #   make test      run every test (what CI runs: .ci/run), the chapters with the smoke profile
+#   make test-fast the library's and the application's quick tests (about a minute): while changing code
 # and, for authors:
 #   make screenshots full-page screenshots of the built site in _build/screenshots/ (browser test)
 #   make figures   redraw the figures (figures/) with transformer_book: the architecture, the chapters' maps
@@ -26,7 +27,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with chapters/nbval_saniti
 # pytest-xdist workers (loadscope keeps each notebook, and each test module, on one worker).
 JOBS ?= 2
 
-.PHONY: figures book test test-book test-units test-notebooks test-default-kernels test-colab screenshots venv lint execute browser-setup npm-packages clean
+.PHONY: figures book test test-fast test-book test-units test-notebooks test-default-kernels test-colab screenshots venv lint execute browser-setup npm-packages clean
 
 venv: $(STAMP)
 
@@ -83,6 +84,12 @@ endef
 #   test-default-kernels  the notebooks and the drawn figures again, with PyTorch's plain CPU kernels.
 test: lint browser-setup
 	@$(MAKE) --no-print-directory -k test-book test-units test-notebooks test-default-kernels
+
+# The quick tests only: not the book's pages, figures and browser (marker `book`), nor what starts
+# processes or trains (marker `slow`; pyproject.toml lists the markers). For the loop of changing
+# code; `make test` still runs everything.
+test-fast: $(STAMP)
+	$(call pytest,$(TEST_ENV),-n $(JOBS) -m "not colab and not book and not slow" tests)
 
 test-book: $(STAMP) npm-packages
 	$(BUILD_BOOK)

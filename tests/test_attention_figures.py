@@ -16,6 +16,8 @@ from transformer_book.attention_figures import Panel, bar_panels, maps_figure  #
 from transformer_book.concepts._style import SMALL  # noqa: E402
 from transformer_book.plotting import PAGE_WIDTH  # noqa: E402
 
+pytestmark = pytest.mark.book
+
 WORDS = ["two", "dogs", "play"]
 
 

@@ -8,6 +8,8 @@ from transformer_book.attention_maps import record_attention
 from transformer_lib import MultiHeadAttention, greedy_decode
 from transformer_lib.nn.masks import causal_mask
 
+pytestmark = pytest.mark.book
+
 PAD = 0
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.book
+
 ROOT = Path(__file__).resolve().parents[1]
 BIB = ROOT / "references.bib"
 MARKDOWN_FILES = ("intro.md", "architecture.md", "api.md")

@@ -31,7 +31,7 @@ from transformer_lib import (
     scaled_dot_product_attention,
     sinusoidal_table,
 )
-from transformer_lib.nn.multihead import guarded_attention
+from transformer_lib.nn.attention import guarded_attention
 
 F64 = torch.float64
 D_MODEL, HEADS, D_FF = 16, 4, 32
@@ -186,59 +186,35 @@ def test_mha_fused_path_equals_reference_path(dtype: torch.dtype) -> None:
 # ---------------------------------------------------------------------------------------------
 # norms
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", [torch.float32, F64])
-# 1e-3: variance ~ eps, so eps placement matters
-@pytest.mark.parametrize("scale", [1e-3, 1.0, 100.0])
-def test_layer_norm_matches_torch(dtype: torch.dtype, scale: float) -> None:
+# The norms are PyTorch's fused F.layer_norm and F.rms_norm: what the library adds, and so what
+# can be wrong, is the wiring (eps and where it sits, the weight and bias, the normalised
+# dimension). At a scale of 1e-3 the variance is about eps, so a wrong eps shows.
+def test_layer_norm_matches_torch_and_the_formula() -> None:
     torch.manual_seed(0)
-    ours = randomize_(LayerNorm(D_MODEL).to(dtype))
-    theirs = nn.LayerNorm(D_MODEL, dtype=dtype)
+    ours = randomize_(LayerNorm(D_MODEL).double())
+    theirs = nn.LayerNorm(D_MODEL, dtype=F64)
     theirs.load_state_dict(ours.state_dict())
-    x = (torch.randn(3, 5, D_MODEL, dtype=dtype) * scale + 2.0 * scale).requires_grad_()
+    x = (torch.randn(3, 5, D_MODEL, dtype=F64) * 1e-3 + 2e-3).requires_grad_()
     x2 = twin(x)
     out, ref = ours(x), theirs(x2)
     assert_close(out, ref)
+    mean, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+    written_out = (x - mean) / torch.sqrt(var + 1e-5) * ours.weight + ours.bias
+    assert_close(out, written_out)
     grad = torch.randn_like(out)
     out.backward(grad)
     ref.backward(grad)
-    assert_close(
-        x.grad,
-        x2.grad,
-        rtol=1e-4 if dtype == torch.float32 else None,
-        atol=None if dtype == F64 else 1e-4,
-    )
+    assert_close(x.grad, x2.grad)
     assert_close(ours.weight.grad, theirs.weight.grad)
     assert_close(ours.bias.grad, theirs.bias.grad)
 
 
-@pytest.mark.parametrize("shape", [(2, 3, 6), (5, 6), (2, 2, 2, 6)])
-def test_gradcheck_layer_norm(shape: tuple[int, ...]) -> None:
-    torch.manual_seed(0)
-    norm = randomize_(LayerNorm(6).double())
-    x = leaf(*shape)
-    weight = norm.weight.detach().clone().requires_grad_()
-    bias = norm.bias.detach().clone().requires_grad_()
-
-    def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        return functional_call(norm, {"weight": weight, "bias": bias}, (x,))
-
-    assert torch.autograd.gradcheck(layer_norm, (x, weight, bias))
-
-
-def test_layer_norm_second_derivative_is_right() -> None:
-    """F.layer_norm is twice differentiable: gradgradcheck against finite differences."""
-    torch.manual_seed(0)
-    norm = randomize_(LayerNorm(6).double())
-    assert torch.autograd.gradgradcheck(norm, (leaf(2, 3, 6),))
-
-
-@pytest.mark.parametrize("scale", [1e-3, 1.0, 100.0])
-def test_rms_norm_matches_torch(scale: float) -> None:
+def test_rms_norm_matches_torch() -> None:
     torch.manual_seed(0)
     ours = randomize_(RMSNorm(D_MODEL).double())
     theirs = nn.RMSNorm(D_MODEL, eps=1e-6, dtype=F64)
     theirs.load_state_dict(ours.state_dict())
-    x = (torch.randn(3, 5, D_MODEL, dtype=F64) * scale + scale).requires_grad_()
+    x = (torch.randn(3, 5, D_MODEL, dtype=F64) * 1e-3 + 1e-3).requires_grad_()
     x2 = twin(x)
     out, ref = ours(x), theirs(x2)
     assert_close(out, ref)

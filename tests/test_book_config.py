@@ -22,6 +22,8 @@ import yaml
 
 from transformer_book.browser_model import SITE_FILES
 
+pytestmark = pytest.mark.book
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))

@@ -49,6 +49,8 @@ from browser_layout import (
     wide_boxes,
 )
 
+pytestmark = pytest.mark.book
+
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
 NODE_MODULES = ROOT / "node_modules"

@@ -38,9 +38,12 @@ from transformer_tasks import load_split
 
 PAGE = "chapters/11_translation.html"  # a page with the translator: it loads trained_model.js
 OUT = os.environ.get("BROWSER_AGREEMENT")
-pytestmark = pytest.mark.skipif(
-    not OUT, reason="a measurement of minutes: set BROWSER_AGREEMENT=<result file>"
-)
+pytestmark = [
+    pytest.mark.book,
+    pytest.mark.skipif(
+        not OUT, reason="a measurement of minutes: set BROWSER_AGREEMENT=<result file>"
+    ),
+]
 CHUNK = 25  # sentences per call into the page
 DECODE = """async (sentences) => { const T = window.TrainedModel, m = await T.load();
   const out = [];

@@ -28,6 +28,8 @@ from typing import Any
 import pytest
 from test_browser import CHROMIUM_FLAGS, ROOT, SITE, _open, site_url  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.book
+
 FONT = ROOT / "_book_static" / "fonts" / "cjk-subset.woff"
 LICENCE = ROOT / "_book_static" / "fonts" / "LICENSE-wqy-microhei.txt"
 PAGES = ["glossary.html", "chapters/01_embedding.html"]

@@ -30,6 +30,8 @@ from test_browser import ROOT, SITE, _open, browser, site_url  # noqa: F401 (fix
 from test_browser_explorer import DARK
 from test_browser_translator import _translate, _wait_until_loaded
 
+pytestmark = pytest.mark.book
+
 # The colours a reader sees of a box's map: the card's, each cell's with its weight (cells a mask
 # hides are grey and left out), a label's, and the caption's with the colour behind it.
 MAP_COLOURS = """box => {

@@ -31,6 +31,8 @@ from transformer_book.browser_model import prepare_input
 from transformer_book.example import ENGLISH, GERMAN
 from transformer_book.trained import TrainedModel
 
+pytestmark = pytest.mark.book
+
 TEMPLATE = "notation.html"  # a light page of the site: its theme and scripts, little else
 PAGE = "attention-explorer-test.html"
 BOX = "div.attention-explorer"

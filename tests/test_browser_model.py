@@ -39,7 +39,7 @@ from transformer_lib.eval_mode import eval_mode
 from transformer_tasks import translate
 
 # tiny models: one PyTorch thread (a second only fights over a busy CPU)
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.book, pytest.mark.usefixtures("one_thread")]
 
 LIMITS = {"max_len_a": 1.5, "max_len_b": 10}
 HINTS = {"de": ["ein", "eine", "mit", "und"], "en": ["a", "the", "with", "and"]}

@@ -41,6 +41,8 @@ from transformer_book.machine import machine_name
 from transformer_book.trained import TrainedModel
 from transformer_lib.files import atomic_write
 
+pytestmark = pytest.mark.book
+
 PAGE = "chapters/11_translation.html"
 MODEL = SITE / "_static" / "translator"
 # Captions of Multi30k's test_2016_flickr, short and long, which the model never trained on.

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.book
+
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 DECIMAL = re.compile(r"(?<![\w.,$\\^{/-])(\d{1,3}(?:,\d{3})+|\d+)\.(\d+)(?![\w.]*\d)")

@@ -22,6 +22,8 @@ from transformer_book.concepts.attention_kinds import (  # noqa: E402
 )
 from transformer_lib import causal_mask  # noqa: E402
 
+pytestmark = pytest.mark.book
+
 
 def test_the_masks_are_the_librarys_for_the_running_example() -> None:
     masks = attention_kinds_masks(pads=2)

@@ -16,6 +16,8 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from transformer_book.concepts.embedding import CELL, example_table, token_embedding_figure  # noqa: E402
 from transformer_book.example import ENGLISH, embed, encode, vocabulary  # noqa: E402
 
+pytestmark = pytest.mark.book
+
 
 def test_the_table_is_the_one_the_running_example_reads_and_the_rng_is_left_alone():
     torch.manual_seed(123)

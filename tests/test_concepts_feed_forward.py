@@ -4,6 +4,7 @@ numbers."""
 from __future__ import annotations
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
@@ -11,9 +12,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from transformer_book.concepts.feed_forward import FIGURES, example_weights, feed_forward_figure  # noqa: E402
+from transformer_book.concepts.feed_forward import example_weights, feed_forward_figure  # noqa: E402
 from transformer_book.example import ENGLISH, embed, words  # noqa: E402
 from transformer_lib import FeedForward  # noqa: E402
+
+pytestmark = pytest.mark.book
 
 
 def test_one_column_per_word_and_white_cells_where_the_relu_gives_zero() -> None:
@@ -43,4 +46,3 @@ def test_the_weights_are_a_feedforward_that_the_library_computes_the_same_way() 
             linear.bias.copy_(b)
         x = embed(ENGLISH)
         torch.testing.assert_close(ff(x), torch.relu(x @ w1 + b1) @ w2 + b2)
-    assert FIGURES == {"feed_forward.svg": feed_forward_figure}

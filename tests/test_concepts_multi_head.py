@@ -19,6 +19,8 @@ from transformer_book.concepts._style import MAX_WIDTH, SMALL  # noqa: E402
 from transformer_book.example import ENGLISH, embed, words  # noqa: E402
 from transformer_lib import MultiHeadAttention  # noqa: E402
 
+pytestmark = pytest.mark.book
+
 WORDS = words(ENGLISH)
 PLAY, DOGS, GRASS = WORDS.index("play"), WORDS.index("dogs"), WORDS.index("grass")
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from transformer_book.concepts.norm_placement import FIGURES, norm_placement_figure  # noqa: E402
+from transformer_book.concepts.norm_placement import norm_placement_figure  # noqa: E402
 from transformer_lib import Encoder, LayerNorm, LayerSpec  # noqa: E402
+
+pytestmark = pytest.mark.book
 
 
 def test_each_panel_draws_as_many_layernorms_as_the_library_builds() -> None:
@@ -28,7 +31,3 @@ def test_each_panel_draws_as_many_layernorms_as_the_library_builds() -> None:
         assert shown.count("+") == 2 and "self-attention" in shown and "feed-forward" in shown
         assert any(t.startswith(name) for t in shown)
     plt.close(fig)
-
-
-def test_the_figure_is_registered_under_its_file_name() -> None:
-    assert FIGURES == {"norm_placement.svg": norm_placement_figure}

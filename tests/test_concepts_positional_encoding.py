@@ -17,6 +17,8 @@ from transformer_book.concepts.positional_encoding import positional_encoding_fi
 from transformer_book.example import ENGLISH, words  # noqa: E402
 from transformer_lib import sinusoidal_table  # noqa: E402
 
+pytestmark = pytest.mark.book
+
 
 def test_wavelengths_grow_tenfold_per_pair_at_width_8():
     assert wavelengths(8) == pytest.approx([2 * math.pi * 10**k for k in range(4)])

@@ -24,6 +24,8 @@ from transformer_book.concepts.recurrent import (  # noqa: E402
 from transformer_book.diagrams import save_svg  # noqa: E402
 from transformer_book.example import GERMAN  # noqa: E402
 
+pytestmark = pytest.mark.book
+
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "recurrent_bottleneck.svg"
 

@@ -15,7 +15,6 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from transformer_book.concepts.scaled_dot_product import (  # noqa: E402
-    FIGURES,
     attention_steps_figure,
     one_query,
     projections_figure,
@@ -30,6 +29,8 @@ from transformer_book.example import (  # noqa: E402
     words,
 )
 from transformer_lib import scaled_dot_product_attention  # noqa: E402
+
+pytestmark = pytest.mark.book
 
 
 def test_the_hand_set_projections_give_the_tables_they_were_set_for() -> None:
@@ -109,10 +110,3 @@ def test_the_projections_figure_writes_the_three_tables() -> None:
     assert fig.get_size_inches()[0] <= 8.0
     assert min(t.get_fontsize() for t in fig.axes[0].texts if t.get_text()) >= 10.5  # not the arrow
     plt.close(fig)
-
-
-def test_the_figures_are_registered_under_their_file_names() -> None:
-    assert FIGURES == {
-        "scaled_dot_product.svg": attention_steps_figure,
-        "projections.svg": projections_figure,
-    }

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
@@ -16,6 +17,8 @@ from transformer_book.concepts._style import MAX_WIDTH, SMALL  # noqa: E402
 from transformer_book.concepts.translation import FIGURES, pipeline_figure  # noqa: E402
 from transformer_book.example import ENGLISH, GERMAN  # noqa: E402
 from transformer_tasks import translation_profile  # noqa: E402
+
+pytestmark = pytest.mark.book
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,6 +17,8 @@ from transformer_book.concepts import all_figures  # noqa: E402
 from transformer_book.concepts.variants import SWITCHES, switch_values, variants_figure  # noqa: E402
 from transformer_lib import TransformerConfig  # noqa: E402
 
+pytestmark = pytest.mark.book
+
 
 def shown() -> list[str]:
     fig = variants_figure()

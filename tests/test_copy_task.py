@@ -25,7 +25,7 @@ from transformer_tasks.copy import (
     run_copy_task,
 )
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 
 @pytest.fixture(scope="module")

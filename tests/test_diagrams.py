@@ -23,6 +23,8 @@ from matplotlib.patches import FancyBboxPatch  # noqa: E402
 from transformer_book.concepts._style import INK, MUTED  # noqa: E402
 from transformer_book.diagrams import PARTS, architecture_figure, save_svg  # noqa: E402
 
+pytestmark = pytest.mark.book
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -8,6 +8,8 @@ import torch
 from transformer_book.example import ENGLISH, GERMAN, SPECIALS, embed, encode, vocabulary, words
 from transformer_lib import TokenEmbedding, sinusoidal_table
 
+pytestmark = pytest.mark.book
+
 
 def test_words_split_off_punctuation_and_lower_case():
     assert words(ENGLISH) == ["two", "dogs", "play", "in", "the", "grass", "."]

@@ -38,6 +38,8 @@ from transformer_book.explorers import (
 )
 from transformer_book.interactive import fit_titles, plotly_html
 
+pytestmark = pytest.mark.book
+
 
 def shown(fig: go.Figure, step: int) -> list:
     """The traces visible after the slider moved to ``step``."""

@@ -29,7 +29,7 @@ from transformer_tasks.cli import main
 from transformer_tasks.translation.data import checkpoint_metadata
 
 # tiny models: one PyTorch thread (a second only fights over a busy CPU)
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 ATOL = 1e-4  # float32 logits of ONNX Runtime against PyTorch's (measured: at most 4e-6)
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.book
+
 ROOT = Path(__file__).resolve().parents[1]
 GLOSSARY = ROOT / "glossary.md"
 NOTATION = ROOT / "notation.md"

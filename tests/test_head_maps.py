@@ -14,6 +14,8 @@ from matplotlib.text import Text  # noqa: E402
 from transformer_book.concepts._style import MAX_WIDTH, SMALL  # noqa: E402
 from transformer_book.head_maps import HeadMap, head_maps_figure  # noqa: E402
 
+pytestmark = pytest.mark.book
+
 
 def maps(heads: int, rows: int, cols: int) -> torch.Tensor:
     return torch.randn(heads, rows, cols, generator=torch.Generator().manual_seed(0)).softmax(-1)

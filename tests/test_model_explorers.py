@@ -16,6 +16,8 @@ from transformer_book.model_explorers import (
     explore_kv_cache_sizes,
 )
 
+pytestmark = pytest.mark.book
+
 
 def test_cross_attention_shows_panel_i_at_step_i_with_the_tokens_as_labels() -> None:
     panels = {"layer 0, mean of heads": torch.rand(3, 4), "layer 1, head 0": torch.rand(3, 4)}

@@ -21,6 +21,8 @@ from transformer_book.plotting import (
     use_book_figures,
 )  # noqa: E402
 
+pytestmark = pytest.mark.book
+
 COLUMN_PX = 688  # a cell output's width on a desktop's page (1280 px window), where figures show
 
 

@@ -33,6 +33,8 @@ from transformer_tasks.multi30k import load_multi30k
 from transformer_tasks.translation import data as translation_data
 from transformer_tasks.translation import train as translation_training
 
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLOSED_PORT_URL = "http://127.0.0.1:1/"  # nothing listens there: a download attempt fails at once
 # a step budget: the smoke profile's model and data, fewer steps (the pipeline is what is tested)

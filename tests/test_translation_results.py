@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.book
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results" / "translation-cpu.json"  # chapter 11's run: the cpu profile, seed 0
 STEP_BUDGET = [ROOT / "results" / f"translation-cpu-900-seed{seed}.json" for seed in (0, 1)]

@@ -603,6 +603,7 @@ def test_append_run_creates_appends_and_refuses_other_files(bench, tmp_path) -> 
         assert other.read_text() == text, "a file that is not a results file is left untouched"
 
 
+@pytest.mark.slow  # a new Python process
 def test_append_to_a_bad_file_fails_before_training(tmp_path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"runs": []}')

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+pytestmark = pytest.mark.book
+
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
 ACTION = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@v\d+$")  # owner/repo[/path]@vN

@@ -25,7 +25,8 @@ from transformer_book.machine import machine_name
 from transformer_lib.config import TransformerConfig
 from transformer_lib.files import atomic_write
 from transformer_lib.runtime import cpu_flags as runtime_cpu_flags
-from transformer_lib.runtime import cpu_name, pick_device
+from transformer_lib.runtime import pick_device
+from transformer_tasks.records import cpu_name
 from transformer_tasks.translation import translation_profile
 
 

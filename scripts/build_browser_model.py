@@ -46,7 +46,7 @@ from transformer_book.trained import FILES, TrainedModel
 from transformer_lib import Transformer
 from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_tasks import corpus_bleu, export_onnx, load_split
-from transformer_tasks.cli import checkpoint_decoding, load_translation_checkpoint
+from transformer_tasks.translation import checkpoint_decoding, load_translation_checkpoint
 from transformer_tasks.translation.results import write_translation_results
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,9 +34,9 @@ from transformer_book.browser_model import (
     token_label,
 )
 from transformer_book.trained import FILES, TrainedModel, load_trained
-from transformer_lib import DecodeConfig, beam_search
+from transformer_lib import beam_search
 from transformer_lib.eval_mode import eval_mode
-from transformer_tasks import translate
+from transformer_tasks import DecodeConfig, translate
 
 # tiny models: one PyTorch thread (a second only fights over a busy CPU)
 pytestmark = [pytest.mark.book, pytest.mark.usefixtures("one_thread")]

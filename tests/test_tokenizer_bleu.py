@@ -12,13 +12,10 @@ import sacrebleu
 import torch
 
 from transformer_lib import Transformer, TransformerConfig, load_checkpoint, save_checkpoint
-from transformer_lib.data.tokenizer import (
-    BPETokenizer,
-    train_bpe_tokenizer,
-    train_translation_tokenizer,
-)
+from transformer_lib.data.tokenizer import BPETokenizer, train_bpe_tokenizer
 from transformer_tasks.bleu import bleu_signature, corpus_bleu
 from transformer_tasks.multi30k import load_multi30k
+from transformer_tasks.translation import train_translation_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -24,10 +24,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from transformer_lib import DecodeConfig, load_checkpoint, read_checkpoint_header, save_checkpoint
+from transformer_lib import load_checkpoint, read_checkpoint_header, save_checkpoint
 from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.model import Transformer
-from transformer_tasks import cli, translation
+from transformer_tasks import DecodeConfig, cli, translation
 from transformer_tasks.copy import copy_model_config
 from transformer_tasks.multi30k import load_multi30k
 from transformer_tasks.translation import data as translation_data

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib import DecodeConfig, evaluate_loss, read_checkpoint_header, token_batches
+from transformer_lib import evaluate_loss, read_checkpoint_header, token_batches
 from transformer_lib.data.batching import epoch_seed
-from transformer_lib.data.tokenizer import train_translation_tokenizer
 from transformer_lib.training import state as training_state
 from transformer_tasks import (
+    DecodeConfig,
     TranslationEvaluation,
     TranslationRun,
     corpus_bleu,
@@ -29,14 +29,15 @@ from transformer_tasks import (
     translate,
     translation_summary,
 )
-from transformer_tasks.cli import load_translation_checkpoint
 from transformer_tasks.multi30k import load_multi30k
 from transformer_tasks.translation import (
     TRANSLATION_PROFILES,
     ResumeError,
     apply_overrides,
     encode_pairs,
+    load_translation_checkpoint,
     sweep_decoding,
+    train_translation_tokenizer,
 )
 from transformer_tasks.translation import train as translation_training
 from transformer_tasks.translation.checkpoints import RunDirectory
@@ -162,13 +163,14 @@ def test_training_uses_the_threads_asked_for_then_restores_them(
         short = apply_overrides(TINY, ["train.max_steps=2", "train.eval_every=None"])
         path = tmp_path / "trained.safetensors"
         # num_threads=1
-        done = train_translation(multi30k_dir, profile=short, device="cpu", save=path)
+        done = train_translation(multi30k_dir, profile=short, device="cpu")
         assert seen == [1] and done.threads == 1
         assert torch.get_num_threads() == 2, "the thread setting is restored after training"
     finally:
         torch.set_num_threads(before)
-    # save= writes a checkpoint `translate` can load, with the training results (no BLEU yet).
-    assert done.checkpoint == path
+    # save_translation writes a checkpoint `translate` can load, with the training results (no
+    # BLEU without an evaluation).
+    assert save_translation(done, path) == path and done.checkpoint == path
     _, metadata = read_checkpoint_header(path)
     assert metadata["task"] == "translation" and metadata["decoding"] == done.decoding
     assert metadata["results"]["steps"] == 2 and "bleu" not in metadata["results"]

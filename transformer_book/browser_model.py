@@ -44,6 +44,7 @@ from transformer_lib.data.tokenizer import META, BPETokenizer
 from transformer_lib.eval_mode import eval_mode
 from transformer_lib.files import atomic_write
 from transformer_lib.nn.masks import padding_mask
+from transformer_tasks.translation.profiles import DecodeConfig
 
 from .attention_maps import AttentionRecorder, record_attention
 
@@ -360,7 +361,7 @@ def onnx_translate(
     out = []
     for sentence in sentences:
         ids = source_ids(tokenizer, sentence, limit)
-        max_len = min(int(max_len_a * len(ids) + max_len_b), limit)
+        max_len = DecodeConfig(max_len_a=max_len_a, max_len_b=max_len_b).max_length(len(ids), limit)
         src = np.array([ids], dtype=np.int64)
         row = onnx_greedy(
             sessions, src, max_len, tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id

@@ -1,14 +1,14 @@
 """What a timing ran on, in one line: the name the chapters and the benchmarks print under a number.
 
 The application records a run's machine itself (:func:`transformer_tasks.records.describe_machine`,
-from the same :func:`~transformer_lib.runtime.cpu_name`); this one-line label is only the book's.
+from the same :func:`~transformer_tasks.records.cpu_name`); this one-line label is only the book's.
 """
 
 from __future__ import annotations
 
 import torch
 
-from transformer_lib.runtime import cpu_name
+from transformer_tasks.records import cpu_name
 
 __all__ = ["machine_name"]
 

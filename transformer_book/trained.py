@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from transformer_lib.data.tokenizer import BPETokenizer
+from transformer_tasks.translation.profiles import DecodeConfig
 
 from .browser_model import load_sessions, onnx_greedy, prepare_input, source_ids, token_label
 
@@ -99,7 +100,8 @@ class TrainedModel:
         """Greedy ids of the English translation, ``<bos>`` first, ``<eos>`` last (unless cut)."""
         ids = self.source_ids(german)
         c = self.config
-        max_len = min(int(c["max_len_a"] * len(ids) + c["max_len_b"]), c["max_len"])
+        cut = DecodeConfig(max_len_a=c["max_len_a"], max_len_b=c["max_len_b"])
+        max_len = cut.max_length(len(ids), c["max_len"])
         src = np.array([ids], dtype=np.int64)
         return onnx_greedy(self.sessions, src, max_len, c["bos_id"], c["eos_id"], c["pad_id"])[
             0

@@ -9,9 +9,8 @@ Every name of the public interface is importable from here; the book's API refer
 from .checkpoint import load_checkpoint, read_checkpoint_header, save_checkpoint
 from .config import TransformerConfig
 from .data.batching import Batch, make_batch, token_batches
-from .data.tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
+from .data.tokenizer import BPETokenizer, train_bpe_tokenizer
 from .decoding import (
-    DecodeConfig,
     beam_search,
     greedy_decode,
     length_penalty_factor,
@@ -71,7 +70,6 @@ __all__ = [
     "token_batches",
     "BPETokenizer",
     "train_bpe_tokenizer",
-    "train_translation_tokenizer",
     # training
     "TrainConfig",
     "TrainResult",
@@ -82,7 +80,6 @@ __all__ = [
     "noam_rate",
     "noam_schedule",
     # decoding
-    "DecodeConfig",
     "greedy_decode",
     "beam_search",
     "sequence_log_prob",

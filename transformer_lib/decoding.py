@@ -12,7 +12,6 @@ rows under the same rules.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -25,7 +24,6 @@ from .nn.masks import causal_mask, padding_mask
 from .validation import check_positive_int, check_token_id, check_token_ids
 
 __all__ = [
-    "DecodeConfig",
     "EncoderDecoder",
     "beam_search",
     "greedy_decode",
@@ -63,31 +61,6 @@ class EncoderDecoder(Protocol):
     def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]:
         """The weights (the decoders put their tensors on the weights' device)."""
         ...
-
-
-@dataclass(frozen=True)
-class DecodeConfig:
-    """How a translation run decodes; the defaults are those of every decoding function.
-
-    Attributes:
-        beam_size: beams per sentence when scoring with beam search (1: greedy).
-        length_penalty: GNMT's ``alpha`` (0.6 in the Transformer paper, section 6.1).
-        max_len_a, max_len_b: a translation is cut at ``max_len_a * source_tokens + max_len_b``
-            tokens.
-        batch_size: sentences translated at once.
-    """
-
-    beam_size: int = 4
-    length_penalty: float = 0.6
-    max_len_a: float = 1.5
-    max_len_b: int = 10
-    batch_size: int = 128
-
-    def __post_init__(self) -> None:
-        for name in ("beam_size", "batch_size"):
-            check_positive_int(name, getattr(self, name))
-        for name in ("length_penalty", "max_len_a", "max_len_b"):
-            _check_non_negative(name, getattr(self, name))
 
 
 def _check_non_negative(name: str, value: object) -> None:
@@ -190,7 +163,7 @@ def beam_search(
     max_len: int,
     bos_id: int,
     eos_id: int,
-    length_penalty: float = DecodeConfig.length_penalty,
+    length_penalty: float = 0.6,  # the paper's alpha (section 6.1)
     use_cache: bool = True,
 ) -> Tensor:
     """Batched beam search (束搜索) with GNMT's length penalty and early stopping per row.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import platform
 import random
 from collections.abc import Iterable, Iterator
 from typing import Literal, get_args
@@ -121,11 +120,3 @@ def resolve_amp(amp: str, device: torch.device) -> str:
     if device.type != "cpu":
         return amp_for_device(device.type, capability)
     return amp_for_device("cpu", cpu_flags=cpu_flags(), cpu_vendor=cpu_info().get("vendor_id", ""))
-
-
-def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what Python's ``platform`` module
-    knows of it.
-    """
-    # platform.processor() is empty on many Linux machines; the architecture is better than nothing.
-    return cpu_info().get("model name") or platform.processor() or platform.machine()

@@ -12,6 +12,7 @@ from .export import export_onnx
 from .multi30k import ChecksumError, DownloadError, Multi30kError, load_multi30k, load_split
 from .translation import (
     TRANSLATION_PROFILES,
+    DecodeConfig,
     TranslationConfig,
     TranslationEvaluation,
     TranslationRun,
@@ -29,6 +30,7 @@ from .translation import (
 __all__ = [
     "ChecksumError",
     "CopyTaskSettings",
+    "DecodeConfig",
     "DownloadError",
     "Multi30kError",
     "TRANSLATION_PROFILES",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -18,10 +17,6 @@ from typing import Any
 
 import torch
 
-from transformer_lib.checkpoint import load_checkpoint, read_checkpoint_header
-from transformer_lib.data.tokenizer import BPETokenizer
-from transformer_lib.decoding import DecodeConfig
-from transformer_lib.model import Transformer
 from transformer_lib.runtime import DEVICES, pick_device
 from transformer_lib.training.distributed import barrier, cleanup, init_distributed, is_main_process
 
@@ -29,12 +24,13 @@ from .copy import CopyTaskSettings, copy_model_config, run_copy_task
 from .export import export_onnx
 from .multi30k import Multi30kError
 from .translation import (
-    TASK,
     TRANSLATION_PROFILES,
     ResumeError,
     apply_overrides,
     budget_settings,
+    checkpoint_decoding,
     default_profile,
+    load_translation_checkpoint,
     run_translation,
     translate,
     translation_profile,
@@ -315,52 +311,21 @@ def _run_train_translation(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_translation_checkpoint(
-    path: str | os.PathLike[str], device: str | torch.device = "cpu"
-) -> tuple[Transformer, BPETokenizer, dict[str, Any]]:
-    """``(model, tokenizer, metadata)`` of a ``train-translation --save`` checkpoint, or a
-    :class:`~.CLIError`.
-    """
-    path = Path(path)
-    train = f"{PROG} {TRAIN_TRANSLATION} --save PATH"  # how to make one
-    if not path.is_file():
-        raise CLIError(f"checkpoint {str(path)!r} does not exist (train one with: {train})")
+def _load(checkpoint: str, device: str | torch.device = "cpu") -> tuple[Any, ...]:
+    """:func:`~.load_translation_checkpoint`, its mistakes reported as a :class:`CLIError`."""
     try:
-        task = read_checkpoint_header(path)[1].get("task")
-        if task != TASK:
-            raise CLIError(
-                f"checkpoint {str(path)!r} was saved by the {task!r} task, not by {TASK!r}: "
-                f"{TRANSLATE} needs a checkpoint written by '{train}'"
-            )
-        model, metadata = load_checkpoint(path, map_location=device)
-        if not isinstance(metadata.get("tokenizer"), str):
-            raise CLIError(
-                f"checkpoint {str(path)!r} has no tokenizer in its metadata: it cannot translate"
-            )
-        return model, BPETokenizer.from_json_str(metadata["tokenizer"]), metadata
-    except ValueError as error:  # not a checkpoint, or a broken one
+        model, tokenizer, metadata = load_translation_checkpoint(checkpoint, device)
+        return model, tokenizer, metadata, checkpoint_decoding(metadata, checkpoint)
+    except (FileNotFoundError, ValueError) as error:
         raise CLIError(str(error)) from None
 
 
-def checkpoint_decoding(metadata: dict[str, Any], path: str | os.PathLike[str]) -> DecodeConfig:
-    """The decoding settings a checkpoint's training run stored; :class:`~.DecodeConfig`'s defaults
-    for any missing.
-    """
-    stored = metadata.get("decoding", {})  # an older checkpoint may lack some
-    try:
-        return DecodeConfig(
-            **{f: v for f, v in stored.items() if f in DecodeConfig.__dataclass_fields__}
-        )
-    except (TypeError, ValueError) as error:
-        raise CLIError(f"checkpoint {str(path)!r} has bad decoding settings: {error}") from None
-
-
 def _run_translate(args: argparse.Namespace) -> int:
-    model, tokenizer, metadata = load_translation_checkpoint(args.checkpoint, _device(args.device))
+    model, tokenizer, _, decode = _load(args.checkpoint, _device(args.device))
     sentences = [s.strip() for s in args.sentences]
     if not all(sentences):
         raise CLIError("every SENTENCE must hold some text")
-    decode = replace(checkpoint_decoding(metadata, args.checkpoint), beam_size=args.beam)
+    decode = replace(decode, beam_size=args.beam)
     print(
         *translate(model, tokenizer, sentences, decode),
         sep="\n",
@@ -372,7 +337,7 @@ def _run_translate(args: argparse.Namespace) -> int:
 def _run_export_onnx(args: argparse.Namespace) -> int:
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise CLIError(f"--out {args.out!r} is a file; expected a folder (created if missing)")
-    model, tokenizer, _ = load_translation_checkpoint(args.checkpoint)
+    model, tokenizer, *_ = _load(args.checkpoint)
     try:
         paths = export_onnx(model, tokenizer, args.out)
     except ImportError as error:  # the optional dependencies

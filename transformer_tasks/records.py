@@ -10,7 +10,15 @@ import subprocess
 
 import torch
 
-from transformer_lib.runtime import cpu_name
+from transformer_lib.runtime import cpu_info
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else what Python's ``platform`` module
+    knows of it.
+    """
+    # platform.processor() is empty on many Linux machines; the architecture is better than nothing.
+    return cpu_info().get("model name") or platform.processor() or platform.machine()
 
 
 def describe_machine(device: torch.device | None = None) -> dict[str, object]:

@@ -13,7 +13,7 @@ from .batching import (
     make_batch,
     token_batches,
 )
-from .tokenizer import BPETokenizer, train_bpe_tokenizer, train_translation_tokenizer
+from .tokenizer import BPETokenizer, train_bpe_tokenizer
 
 __all__ = [
     "Batch",
@@ -25,5 +25,4 @@ __all__ = [
     "token_batches",
     "BPETokenizer",
     "train_bpe_tokenizer",
-    "train_translation_tokenizer",
 ]

@@ -166,19 +166,3 @@ def train_bpe_tokenizer(
     if count == 0:
         raise ValueError("sentences is empty: a tokenizer needs text to learn from")
     return BPETokenizer(tokenizer)
-
-
-def train_translation_tokenizer(
-    train_pairs: Sequence[tuple[str, str]], vocab_size: int = 8000, min_frequency: int = 2
-) -> BPETokenizer:
-    """A joint tokenizer for both sides of ``train_pairs`` (give it the **training** split only).
-
-    Learning the vocabulary from validation or test sentences would leak them into the model.
-    """
-    if len(train_pairs) == 0:
-        raise ValueError("train_pairs is empty")
-    return train_bpe_tokenizer(
-        (sentence for pair in train_pairs for sentence in pair),
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-    )

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer_lib.data.batching import Batch, token_batches
-from transformer_lib.data.tokenizer import BPETokenizer, train_translation_tokenizer
+from transformer_lib.data.tokenizer import BPETokenizer, train_bpe_tokenizer
 from transformer_lib.training.distributed import broadcast_object, is_distributed, is_main_process
 
 from .profiles import DataConfig
@@ -18,6 +18,22 @@ TASK = "translation"
 SOURCE_LANGUAGE, TARGET_LANGUAGE = "de", "en"
 TEST_SPLIT = "test_2016_flickr"
 Pair = tuple[str, str]
+
+
+def train_translation_tokenizer(
+    train_pairs: Sequence[tuple[str, str]], vocab_size: int = 8000, min_frequency: int = 2
+) -> BPETokenizer:
+    """A joint tokenizer for both sides of ``train_pairs`` (give it the **training** split only).
+
+    Learning the vocabulary from validation or test sentences would leak them into the model.
+    """
+    if len(train_pairs) == 0:
+        raise ValueError("train_pairs is empty")
+    return train_bpe_tokenizer(
+        (sentence for pair in train_pairs for sentence in pair),
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+    )
 
 
 def checkpoint_metadata(tokenizer: BPETokenizer, decoding: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,6 @@ import torch
 
 from transformer_lib.config import TransformerConfig
 from transformer_lib.data.tokenizer import BPETokenizer
-from transformer_lib.decoding import DecodeConfig
 from transformer_lib.runtime import pick_device
 from transformer_lib.training import TrainConfig
 from transformer_lib.validation import check_positive_int
@@ -43,6 +42,40 @@ class DataConfig:
                 check_positive_int(name, getattr(self, name))
         check_positive_int("vocab_size", self.vocab_size)
         check_positive_int("max_tokens", self.max_tokens)
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How a translation run decodes: the one home of the decoding settings.
+
+    Attributes:
+        beam_size: beams per sentence when scoring with beam search (1: greedy).
+        length_penalty: GNMT's ``alpha`` (0.6 in the Transformer paper, section 6.1).
+        max_len_a, max_len_b: a translation is cut at ``max_len_a * source_tokens + max_len_b``
+            tokens (:meth:`max_length`).
+        batch_size: sentences translated at once.
+    """
+
+    beam_size: int = 4
+    length_penalty: float = 0.6
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    batch_size: int = 128
+
+    def __post_init__(self) -> None:
+        for name in ("beam_size", "batch_size"):
+            check_positive_int(name, getattr(self, name))
+        for name in ("length_penalty", "max_len_a", "max_len_b"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+
+    def max_length(self, source_length: int, limit: int) -> int:
+        """The most tokens a translation of ``source_length`` source tokens may take, ``<bos>``
+        and ``<eos>`` included: ``max_len_a * source_length + max_len_b``, at most ``limit`` (the
+        model's ``max_len``).
+        """
+        return min(int(self.max_len_a * source_length + self.max_len_b), limit)
 
 
 SECTIONS = {

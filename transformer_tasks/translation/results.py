@@ -5,20 +5,24 @@ checkpoint.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+import os
+from dataclasses import asdict, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from transformer_lib.checkpoint import save_checkpoint
+import torch
+
+from transformer_lib.checkpoint import load_checkpoint, read_checkpoint_header, save_checkpoint
+from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.files import atomic_write
+from transformer_lib.model import Transformer
 
 from ..records import describe_machine, source_commit
 from .data import TASK, checkpoint_metadata
-
-if TYPE_CHECKING:  # types only: the modules of training and scoring import this one
-    from .score import TranslationEvaluation
-    from .train import TranslationRun
+from .profiles import DecodeConfig
+from .score import TranslationEvaluation
+from .train import TranslationRun
 
 
 def translation_summary(
@@ -122,3 +126,42 @@ def write_translation_results(
     }
     text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def load_translation_checkpoint(
+    path: str | os.PathLike[str], device: str | torch.device = "cpu"
+) -> tuple[Transformer, BPETokenizer, dict[str, Any]]:
+    """``(model, tokenizer, metadata)`` of a checkpoint :func:`save_translation` wrote
+    (``train-translation --save``); a ``FileNotFoundError`` or ``ValueError`` that says what is
+    wrong otherwise.
+    """
+    path = Path(path)
+    train = "python -m transformer_tasks train-translation --save PATH"  # how to make one
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"checkpoint {str(path)!r} does not exist (train one with: {train})"
+        )
+    task = read_checkpoint_header(path)[1].get("task")  # a ValueError if it is no checkpoint
+    if task != TASK:
+        raise ValueError(
+            f"checkpoint {str(path)!r} was saved by the {task!r} task, not by {TASK!r}: "
+            f"translate needs a checkpoint written by '{train}'"
+        )
+    model, metadata = load_checkpoint(path, map_location=device)
+    if not isinstance(metadata.get("tokenizer"), str):
+        raise ValueError(
+            f"checkpoint {str(path)!r} has no tokenizer in its metadata: it cannot translate"
+        )
+    return model, BPETokenizer.from_json_str(metadata["tokenizer"]), metadata
+
+
+def checkpoint_decoding(metadata: dict[str, Any], path: str | os.PathLike[str]) -> DecodeConfig:
+    """The decoding settings a checkpoint's training run stored; :class:`~.DecodeConfig`'s defaults
+    for any missing.
+    """
+    stored = metadata.get("decoding", {})  # an older checkpoint may lack some
+    known = {f.name for f in fields(DecodeConfig)}
+    try:
+        return DecodeConfig(**{f: v for f, v in stored.items() if f in known})
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"checkpoint {str(path)!r} has bad decoding settings: {error}") from None

@@ -8,7 +8,6 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,17 +16,15 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from transformer_lib.data.tokenizer import BPETokenizer
-from transformer_lib.decoding import DecodeConfig, beam_search, greedy_decode
+from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.eval_mode import eval_mode
 from transformer_lib.model import Transformer
 from transformer_lib.runtime import torch_threads
-from transformer_lib.training.distributed import is_main_process
 from transformer_lib.validation import check_positive_int
 
 from ..bleu import bleu_signature, corpus_bleu
-from .profiles import TranslationConfig
-from .results import save_translation, translation_summary
-from .train import TranslationRun, train_translation
+from .profiles import DecodeConfig
+from .train import TranslationRun
 
 GREEDY = DecodeConfig(beam_size=1)
 """The decoding settings of :func:`translate` when none are given: greedy, the other defaults."""
@@ -84,7 +81,7 @@ def translate(
 def _decode(
     model: Transformer, tokenizer: BPETokenizer, src: Tensor, decode: DecodeConfig
 ) -> Tensor:
-    max_len = min(int(decode.max_len_a * src.size(1) + decode.max_len_b), model.config.max_len)
+    max_len = decode.max_length(src.size(1), model.config.max_len)
     ends = {"bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id}
     if decode.beam_size == 1:
         return greedy_decode(model, src, max_len, **ends)
@@ -270,27 +267,3 @@ def _checked_pairs(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
             "pairs is empty: evaluate_translation needs at least one (german, english) pair"
         )
     return pairs
-
-
-def run_translation(
-    data_dir: str | Path | None = None,
-    profile: str | TranslationConfig | None = None,
-    device: str | torch.device = "auto",
-    save: str | Path | None = None,
-    resume: bool = False,
-) -> dict[str, Any]:
-    """:func:`~.train_translation` (whose arguments these are), :func:`~.evaluate_translation` and
-    :func:`~.save_translation`; return :func:`~.translation_summary` (without test scores on ranks >
-    0).
-    """
-    wall_start = time.perf_counter()
-    run = train_translation(data_dir, profile, device, save=None, resume=resume)
-    if not is_main_process():
-        return translation_summary(run)
-    evaluation = evaluate_translation(run, progress=run.profile.train.progress)
-    wall_seconds = time.perf_counter() - wall_start
-    summary = translation_summary(run, evaluation, wall_seconds)
-    if save is not None:
-        save_translation(run, save, evaluation, wall_seconds)
-        summary["checkpoint"] = str(save)
-    return summary

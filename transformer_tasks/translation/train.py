@@ -21,7 +21,6 @@ from transformer_lib.runtime import pick_device, set_seed, torch_threads
 from transformer_lib.training import TrainResult, evaluate_loss, train
 from transformer_lib.training.distributed import (
     is_distributed,
-    is_main_process,
     main_process_first,
     world_size,
 )
@@ -30,7 +29,6 @@ from ..multi30k import load_multi30k
 from .checkpoints import RunDirectory
 from .data import TranslationData, prepare_translation_data
 from .profiles import TranslationConfig, default_profile, translation_profile
-from .results import save_translation
 
 
 def _average_state_dicts(snapshots: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -321,16 +319,14 @@ def train_translation(
     data_dir: str | Path | None = None,
     profile: str | TranslationConfig | None = None,
     device: str | torch.device = "auto",
-    save: str | Path | None = None,
     resume: bool = False,
 ) -> TranslationRun:
     """Steps 1-3 of the pipeline: data (:mod:`~transformer_tasks.multi30k`), tokenizer, training,
     the choice of weights (:func:`choose_weights`). ``profile``: a name, a
     :class:`~.TranslationConfig` (e.g. from :func:`~.apply_overrides`) or ``None`` for
-    :func:`~.default_profile`. ``save``: write the model there (:func:`~.save_translation`, without
-    test results). ``resume``: continue the run whose state ``train.checkpoint_path`` holds, to the
-    weights of the uninterrupted run (:mod:`.checkpoints`; :class:`~.ResumeError` when it does not
-    fit).
+    :func:`~.default_profile`. ``resume``: continue the run whose state ``train.checkpoint_path``
+    holds, to the weights of the uninterrupted run (:mod:`.checkpoints`; :class:`~.ResumeError` when
+    it does not fit). :func:`~.save_translation` saves the model for ``translate``.
     """
     wall_start = time.perf_counter()
     torch_device = device if isinstance(device, torch.device) else pick_device(device)
@@ -372,6 +368,4 @@ def train_translation(
         world_size=world,
         resumed_from_step=run_dir.step if run_dir is not None else 0,
     )
-    if save is not None and is_main_process():
-        save_translation(run, save)
     return run

@@ -95,7 +95,7 @@ def test_masks_figure_draws_each_mask_and_fits_the_page() -> None:
 
 
 def test_the_shapes_figure_gives_cross_attention_the_target_rows_and_the_source_content() -> None:
-    fig = cross_attention_shapes_figure(d_k=8)
+    fig = cross_attention_shapes_figure()
     shown = [t.get_text() for t in fig.axes[0].texts]
     assert "Q: T × d_k\n= 7 × 8" in shown and "Kᵀ: d_k × S\n= 8 × 6" in shown
     assert "weights: T × S\n= 7 × 6" in shown and "V: S × d_k\n= 6 × 8" in shown
@@ -108,6 +108,4 @@ def test_the_shapes_figure_gives_cross_attention_the_target_rows_and_the_source_
         and min(t.get_fontsize() for t in fig.axes[0].texts) >= SMALL
     )
     assert all_figures()["cross_attention_shapes.svg"] is cross_attention_shapes_figure
-    with pytest.raises(ValueError, match="d_k must be an int from 1 to 8"):
-        cross_attention_shapes_figure(d_k=0)
     plt.close("all")

@@ -45,8 +45,3 @@ def test_the_figure_labels_every_id_and_the_computed_scale_and_draws_every_entry
     assert fig.get_size_inches()[0] <= 8.0
     assert min(t.get_fontsize() for t in ax.texts if t.get_text()) >= 10.5
     plt.close(fig)
-
-
-def test_the_figure_refuses_widths_it_cannot_draw():
-    with pytest.raises(ValueError, match="d_model must be an int from 2 to 12"):
-        token_embedding_figure(d_model=64)

@@ -25,7 +25,7 @@ def test_wavelengths_grow_tenfold_per_pair_at_width_8():
 
 
 def test_the_dots_are_the_table_and_the_legend_gives_each_wavelength():
-    fig = positional_encoding_figure(d_model=8, span=40)
+    fig = positional_encoding_figure()
     waves, heat = fig.axes
     table = sinusoidal_table(41, 8)
     dots = [line for line in waves.get_lines() if line.get_marker() == "o"]
@@ -58,12 +58,3 @@ def test_the_table_shows_every_value_of_the_running_examples_positions():
     ]
     assert min(sizes) >= 10.5
     plt.close(fig)
-
-
-def test_the_figure_refuses_what_it_cannot_draw():
-    with pytest.raises(ValueError, match="d_model must be an even int from 2 to 12"):
-        positional_encoding_figure(d_model=7)
-    with pytest.raises(
-        ValueError, match="span must be an int of at least the sentence's 7 positions"
-    ):
-        positional_encoding_figure(span=3)

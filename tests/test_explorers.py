@@ -21,11 +21,9 @@ from transformer_book import explorers
 from transformer_book.explorers import (
     explore_accumulation,
     explore_alignment,
-    explore_attention_kinds,
     explore_causality,
     explore_embedding_scale,
     explore_ffn_width,
-    explore_heads,
     explore_layer_costs,
     explore_noam,
     explore_padding,
@@ -99,9 +97,9 @@ def test_slider_figure_buttons_restyle_every_group() -> None:
         "first": [[{"z": [[0.0]]}], [{"z": [[1.0]]}]],
         "second": [[{"z": [[0.5]]}], [{"z": [[0.7]]}]],
     }
-    fig = slider_figure(groups, ["0", "1"], options=options, menu="dropdown")
+    fig = slider_figure(groups, ["0", "1"], options=options)
     assert [b.label for b in fig.layout.updatemenus[0].buttons] == ["first", "second"]
-    assert fig.layout.updatemenus[0].type == "dropdown"
+    assert fig.layout.updatemenus[0].type == "buttons"
     second = press(fig, 1)
     assert [list(map(list, shown(second, i)[0].z)) for i in range(2)] == [[[0.5]], [[0.7]]]
     back = press(second, 0)
@@ -115,7 +113,6 @@ def test_slider_figure_buttons_restyle_every_group() -> None:
         ({"labels": ["only one"]}, ValueError, "labels must have one entry per slider value"),
         ({"titles": ["x"]}, ValueError, "titles must have one entry per slider value"),
         ({"active": 2}, ValueError, "active must be the index of a slider value, 0 to 1, got 2"),
-        ({"menu": "radio"}, ValueError, "menu must be 'buttons' or 'dropdown'"),
         (
             {"options": {"b": [[{"z": 1}]]}},
             ValueError,
@@ -291,47 +288,6 @@ def test_temperature_slider_picks_tau_and_buttons_pick_the_mask() -> None:
         assert [list(r) for r in shown(masked, i)[0].z] == causal[i].tolist()
     with pytest.raises(ValueError, match="start=3.0 is not one of the slider's values"):
         explore_temperature({"no mask": unmasked}, taus, ["a", "b"], start=3.0)
-
-
-def test_attention_kinds_keep_their_own_rows_and_columns() -> None:
-    square, rectangle = torch.eye(2), torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]])
-    fig = explore_attention_kinds(
-        {
-            "self": (square, ["a", "b"], ["a", "b"]),
-            "cross": (rectangle, ["a", "b"], ["x", "y", "z"]),
-        }
-    )
-    assert [s.label for s in fig.layout.sliders[0].steps] == ["self", "cross"]
-    (cross,) = shown(fig, 1)
-    assert (list(cross.x), list(cross.y), [list(r) for r in cross.z]) == (
-        ["x", "y", "z"],
-        ["a", "b"],
-        rectangle.tolist(),
-    )
-    with pytest.raises(
-        ValueError, match=r"maps\['cross'\]: weights of shape \(2, 3\) but \(2, 2\) labels"
-    ):
-        explore_attention_kinds({"cross": (rectangle, ["a", "b"], ["x", "y"])})
-
-
-def test_heads_slider_picks_the_head_and_the_menu_the_sequence() -> None:
-    weights = torch.rand(3, 2, 4, 4)  # (N, H, T, T)
-    fig = explore_heads(weights, [1, -1])
-    assert [s.label for s in fig.layout.sliders[0].steps] == ["head 0 (+1)", "head 1 (-1)"]
-    menu = fig.layout.updatemenus[0]
-    assert menu.type == "dropdown" and [b.label for b in menu.buttons] == [
-        "sequence 0",
-        "sequence 1",
-        "sequence 2",
-    ]
-    third = press(fig, 2)
-    for head in range(2):
-        assert [list(r) for r in shown(fig, head)[0].z] == as_lists(weights[0, head])
-        assert [list(r) for r in shown(third, head)[0].z] == as_lists(weights[2, head])
-    with pytest.raises(ValueError, match=r"weights must be a tensor of shape \(N, H, T, T\)"):
-        explore_heads(weights[0], [1, -1])
-    with pytest.raises(ValueError, match="offsets must have one entry per head"):
-        explore_heads(weights, [1])
 
 
 def test_padding_shows_the_curves_of_each_padding() -> None:

@@ -53,19 +53,18 @@ def test_attention_memory_keeps_the_marks_and_swaps_the_curves_by_heads_and_by_b
     lengths = [64, 128, 256]
     f32 = [{"scores": [h * 1.0, h * 4.0, h * 16.0], "cache": [1.0, 2.0, 4.0]} for h in (1, 8)]
     bf16 = [{"scores": [h * 0.5, h * 2.0, h * 8.0], "cache": [0.5, 1.0, 2.0]} for h in (1, 8)]
-    fig = explore_attention_memory(
-        lengths, {"float32": f32, "bfloat16": bf16}, [1, 8], start=8, marks_gib=(16.0,)
-    )
+    fig = explore_attention_memory(lengths, {"float32": f32, "bfloat16": bf16}, [1, 8], start=8)
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
-    marks, scores, cache = shown(fig, 1)  # the fixed 16 GiB line first, then the curves of 8 heads
+    # the fixed 16 and 80 GiB lines first, then the curves of 8 heads
+    marks, _, scores, cache = shown(fig, 1)
     assert (
         list(marks.y) == [16.0] * 3
         and list(scores.y) == [8.0, 32.0, 128.0]
         and list(cache.y) == [1.0, 2.0, 4.0]
     )
     halved = press(fig, 1)
-    assert list(shown(halved, 1)[1].y) == [4.0, 16.0, 64.0]
-    assert list(shown(halved, 0)[1].y) == [0.5, 2.0, 8.0]
+    assert list(shown(halved, 1)[2].y) == [4.0, 16.0, 64.0]
+    assert list(shown(halved, 0)[2].y) == [0.5, 2.0, 8.0]
     with pytest.raises(ValueError, match="one entry per number of heads"):
         explore_attention_memory(lengths, {"float32": f32[:1]}, [1, 8], start=8)
 

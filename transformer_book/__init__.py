@@ -14,12 +14,11 @@ tests;
 * :mod:`~.machine`: the one-line name of the machine a timing ran on;
 * :mod:`~.attention_maps`: recording the attention weights of a model during a forward pass;
 * :mod:`~.browser_model`: the files of chapter 11's browser translator (ONNX, int8), and decoding
-them as
-  the page does;
+  them as the page does; :mod:`~.trained`: that translator loaded in Python (chapters 3-5, 11);
 * :mod:`~.example`: the running example of chapters 1 to 5;
 * :mod:`~.plotting`, :mod:`~.interactive`, :mod:`~.explorers`, :mod:`~.model_explorers`,
-  :mod:`~.diagrams`, :mod:`~.attention_figures` and :mod:`~.concepts`: the figures (matplotlib,
-  plotly).
+  :mod:`~.diagrams`, :mod:`~.attention_figures`, :mod:`~.head_maps` and :mod:`~.concepts`: the
+  figures (matplotlib, plotly).
 
 It imports ``transformer_lib``; nothing in ``transformer_lib`` imports it
 (``tests/test_architecture.py``).

@@ -186,7 +186,6 @@ def maps_figure(
     panels: Sequence[Panel],
     highlight: str | None = None,
     predicts: Sequence[str] | None = None,
-    numbers: bool | None = None,
 ) -> Figure:
     """Attention maps side by side, as grids of query rows and key columns.
 
@@ -194,7 +193,6 @@ def maps_figure(
         panels: the maps, left to right.
         highlight: a row label whose row is framed in every panel that has it.
         predicts: for the last panel, the word each row learns to predict, written to its right.
-        numbers: write each weight in its cell (``None``: where the cells are wide enough).
 
     Shape:
         each panel's weights: ``(len(rows), len(cols))``; its mask broadcasts to that.
@@ -209,8 +207,7 @@ def maps_figure(
         raise ValueError(
             f"{columns} columns in {len(panels)} panels do not fit in {PAGE_WIDTH} inches"
         )
-    if numbers is None:
-        numbers = cell >= NUMBERED_CELL - 1e-9
+    numbers = cell >= NUMBERED_CELL - 1e-9  # each weight written in its cell where it fits
     if predicts is not None and len(predicts) != grids[-1].size(0):
         raise ValueError(
             f"predicts has {len(predicts)} words, the last panel {grids[-1].size(0)} rows"

@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from transformer_lib.nn.multihead import MultiHeadAttention
@@ -63,44 +62,14 @@ class AttentionRecorder:
             raise KeyError(f"attention module {name!r} was not called while recording")
         return self.calls[name][-1]
 
-    def stacked(self, name: str) -> Tensor:
-        """All calls of ``name`` joined along the query axis, keys right-padded with zero weight.
-
-        After greedy decoding with the key/value cache, call ``t`` of a decoder self-attention
-        module holds the weights of query ``t`` over keys ``0..t``; stacking them (the keys not yet
-        generated get weight 0, as the causal mask gives them) is the full ``(T, T)`` map of the
-        generated sequence. (Beam search reorders its rows between calls: stack greedy runs only.)
-
-        Shape:
-            output: ``(B, H, sum of T_q, max T_k)``.
-        """
-        if name not in self.calls or not self.calls[name]:
-            raise KeyError(f"attention module {name!r} has no recorded call")
-        calls = self.calls[name]
-        width = max(w.size(-1) for w in calls)
-        # each (B, H, T_q, width)
-        padded = [nn.functional.pad(w, (0, width - w.size(-1))) for w in calls]
-        return torch.cat(padded, dim=-2)  # (B, H, sum T_q, width)
-
-    def clear(self) -> None:
-        """Forget every recorded call (e.g. between two forward passes)."""
-        for weights in self.calls.values():
-            weights.clear()
-
-    def __repr__(self) -> str:
-        counts = ", ".join(f"{name or '<model>'}: {len(w)}" for name, w in self.calls.items())
-        return f"AttentionRecorder({counts})"
-
 
 @contextmanager
-def record_attention(model: nn.Module, detach: bool = True) -> Iterator[AttentionRecorder]:
+def record_attention(model: nn.Module) -> Iterator[AttentionRecorder]:
     """Record the attention weights of every :class:`~.MultiHeadAttention` in ``model`` while open.
 
     Args:
         model: any module holding ``MultiHeadAttention`` modules (a ``Transformer``, a layer, or a
             ``MultiHeadAttention`` itself).
-        detach: store the weights detached from the autograd graph (``False`` keeps the graph, e.g.
-            to take gradients of an attention weight).
 
     Yields:
         an :class:`~.AttentionRecorder`, filled as the model runs.
@@ -133,7 +102,7 @@ def record_attention(model: nn.Module, detach: bool = True) -> Iterator[Attentio
         ) -> Any:
             out, weights = output
             if weights is not None:
-                recorder.calls[name].append(weights.detach() if detach else weights)
+                recorder.calls[name].append(weights.detach())
             # The caller gets exactly what it asked for: no weights unless it wanted them.
             return output if caller_asked.pop(id(module), False) else (out, None)
 

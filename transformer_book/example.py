@@ -129,23 +129,24 @@ def feature_rows(
     return rows
 
 
-def hand_set_projections(d_model: int = 8, seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+def hand_set_projections(queries: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """``W_Q, W_K, W_V`` that turn ``embed(ENGLISH)`` into chapter 3's hand-set Q, K and V.
 
-    The wanted tables are :func:`feature_rows` of :data:`OFFERS` (keys and values) and of
-    :data:`ASKS` times :data:`LOUDNESS` (queries); each matrix is the pseudo-inverse of the
+    The wanted tables are :func:`feature_rows` of :data:`OFFERS` (keys and values) and
+    ``queries``, by default of :data:`ASKS` times :data:`LOUDNESS` (chapter 5's heads ask other
+    questions); each matrix is the pseudo-inverse of the
     sentence's vectors times its table, so that ``embed() @ W`` gives the table exactly (the seven
-    vectors are linearly independent when ``d_model >= 7``).
+    vectors of width 8 are linearly independent).
 
     Shape:
-        each ``(d_model, len(FEATURES))``, used as ``x @ W``.
+        queries: ``(T, len(FEATURES))``; each ``W``: ``(d_model, len(FEATURES))``, used as
+        ``x @ W``.
     """
-    if d_model < 7:
-        raise ValueError(f"d_model must be at least 7, one per word of ENGLISH; got {d_model}")
-    x = embed(ENGLISH, d_model=d_model, seed=seed)  # (T, d_model)
+    x = embed(ENGLISH)  # (T, d_model)
     tokens = words(ENGLISH)
     keys = feature_rows(tokens, OFFERS)  # (T, 4)
-    queries = feature_rows(tokens, ASKS, LOUDNESS)  # (T, 4)
+    if queries is None:
+        queries = feature_rows(tokens, ASKS, LOUDNESS)  # (T, 4)
     inverse = torch.linalg.pinv(x)  # (d_model, T): x @ inverse = I
     return inverse @ queries, inverse @ keys, inverse @ keys
 

@@ -24,11 +24,9 @@ from torch import Tensor
 __all__ = [
     "explore_accumulation",
     "explore_alignment",
-    "explore_attention_kinds",
     "explore_causality",
     "explore_embedding_scale",
     "explore_ffn_width",
-    "explore_heads",
     "explore_layer_costs",
     "explore_noam",
     "explore_padding",
@@ -107,7 +105,6 @@ def slider_figure(
     options: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]] | None = None,
     active: int = 0,
     prefix: str = "",
-    menu: str = "buttons",
 ) -> go.Figure:
     """A figure that shows one group of traces per slider value (the generic explorer).
 
@@ -121,7 +118,6 @@ def slider_figure(
             curve}``). The first button stands for the data the traces are built with.
         active: the index of the value shown first.
         prefix: the text before the slider's current label (``"tau = "``).
-        menu: ``"buttons"`` (a row of buttons) or ``"dropdown"`` (for many options).
     """
     if not steps or any(isinstance(group, BaseTraceType) or not group for group in steps):
         raise ValueError(
@@ -135,8 +131,6 @@ def slider_figure(
         raise ValueError(
             f"active must be the index of a slider value, 0 to {len(steps) - 1}, got {active}"
         )
-    if menu not in ("buttons", "dropdown"):
-        raise ValueError(f"menu must be 'buttons' or 'dropdown', got {menu!r}")
     fig = go.Figure(list(fixed))
     # the slider value of each non-fixed trace
     owners = [i for i, group in enumerate(steps) for _ in group]
@@ -169,8 +163,8 @@ def slider_figure(
         fig.update_layout(
             updatemenus=[
                 {
-                    "type": menu,
-                    "direction": "right" if menu == "buttons" else "down",
+                    "type": "buttons",
+                    "direction": "right",
                     "buttons": buttons,
                     "active": 0,
                     "showactive": True,
@@ -231,7 +225,7 @@ def line_explorer(
         marks: for each slider value, the x of a dashed vertical line (named ``mark_name``) from
             ``mark_span[0]`` to ``mark_span[1]`` on the y axis.
         bars: draw bars instead of lines.
-        **slider: passed on to :func:`slider_figure` (``titles``, ``active``, ``prefix``, ``menu``).
+        **slider: passed on to :func:`slider_figure` (``titles``, ``active``, ``prefix``).
 
     Shape:
         x: ``(N,)``; each y value: ``(N,)``.
@@ -301,7 +295,6 @@ def heatmap_explorer(
     *,
     x: Sequence[str] | None = None,
     y: Sequence[str] | None = None,
-    colorscale: str = "Viridis",
     **slider: Any,
 ) -> go.Figure:
     """One heatmap per slider value, colours from 0 to 1, row 0 at the top; buttons swap the
@@ -312,8 +305,7 @@ def heatmap_explorer(
             ``{button label: such a list}``, one button per entry (the first one shown first).
         labels: the slider's label of each value.
         x, y: the labels of the columns and of the rows (``None``: their positions).
-        colorscale: a Plotly colour scale.
-        **slider: passed on to :func:`slider_figure` (``titles``, ``active``, ``prefix``, ``menu``).
+        **slider: passed on to :func:`slider_figure` (``titles``, ``active``, ``prefix``).
 
     Shape:
         each grid: ``(rows, columns)``, the same for all.
@@ -331,7 +323,7 @@ def heatmap_explorer(
     steps = [
         [
             go.Heatmap(
-                z=group[0]["z"], x=x, y=y, zmin=0, zmax=1, colorscale=colorscale, xgap=1, ygap=1
+                z=group[0]["z"], x=x, y=y, zmin=0, zmax=1, colorscale="Viridis", xgap=1, ygap=1
             )
         ]
         for group in first
@@ -465,82 +457,6 @@ def explore_temperature(
     )
     return fig.update_layout(
         xaxis_title="key", yaxis_title="query", height=500, width=560, margin={"t": 110}
-    )
-
-
-def explore_attention_kinds(
-    maps: Mapping[str, tuple[Grid, Sequence[str], Sequence[str]]],
-) -> go.Figure:
-    """Chapter 4: one attention map per kind of attention, each with its own rows (queries) and
-    columns (keys).
-
-    Args:
-        maps: ``{kind: (weights, query labels, key labels)}``.
-
-    Shape:
-        weights: ``(T_q, T_k)``.
-    """
-    steps = []
-    for kind, (weights, rows, cols) in maps.items():
-        z = _numbers(weights, f"maps[{kind!r}] weights", 2)
-        if (shape := (len(z), len(z[0]))) != (len(rows), len(cols)):
-            raise ValueError(
-                f"maps[{kind!r}]: weights of shape {shape} but ({len(rows)}, {len(cols)}) labels"
-            )
-        steps.append(
-            [
-                go.Heatmap(
-                    z=z,
-                    x=list(cols),
-                    y=list(rows),
-                    zmin=0,
-                    zmax=1,
-                    colorscale="Blues",
-                    colorbar={"title": {"text": "weight", "side": "right"}},
-                )
-            ]
-        )  # not on a tick
-    fig = slider_figure(steps, list(maps), prefix="kind: ")
-    return fig.update_layout(
-        title="Attention maps: rows = queries, columns = keys",
-        width=560,
-        height=460,
-        yaxis_autorange="reversed",
-        margin={"t": 60, "b": 40},
-    )
-
-
-def explore_heads(weights: Tensor, offsets: Sequence[int]) -> go.Figure:
-    """Chapter 5: the map of each head (slider), for each sequence (drop-down).
-
-    Args:
-        weights: the attention weights of a few sequences.
-        offsets: the offset each head prefers (for the slider's labels).
-
-    Shape:
-        weights: ``(N, H, T, T)``.
-    """
-    if not isinstance(weights, Tensor) or weights.dim() != 4:
-        raise ValueError(
-            "weights must be a tensor of shape (N, H, T, T), got "
-            f"{getattr(weights, 'shape', weights)}"
-        )
-    _check_length("offsets", offsets, weights.size(1), "head")
-    grids = {f"sequence {n}": list(weights[n]) for n in range(weights.size(0))}
-    fig = heatmap_explorer(
-        grids,
-        [f"head {h} ({o:+d})" for h, o in enumerate(offsets)],
-        colorscale="Blues",
-        prefix="showing ",
-        menu="dropdown",
-    )
-    return fig.update_layout(
-        title="Trained heads",
-        xaxis_title="key position",
-        yaxis_title="query position",
-        width=520,
-        height=500,
-        margin={"t": 90},
     )
 
 

@@ -67,7 +67,6 @@ def explore_attention_memory(
     curves: Mapping[str, Sequence[Curves]],
     heads: Sequence[int],
     start: int,
-    marks_gib: Sequence[float] = (16.0, 80.0),
 ) -> go.Figure:
     """Chapter 12: GiB of one score matrix and of the key/value cache against the length, per number
     of heads.
@@ -77,7 +76,6 @@ def explore_attention_memory(
         curves: ``{button label (a dtype, say): for each number of heads, {legend name: GiB at each
             T}}``.
         heads, start: the numbers of heads, in slider order; the one shown first.
-        marks_gib: memory sizes drawn as dotted horizontal lines, for scale.
 
     Shape:
         lengths and each curve: ``(N,)``.
@@ -85,7 +83,8 @@ def explore_attention_memory(
     for option, values in curves.items():
         _check_length(f"curves[{option!r}]", values, len(heads), "number of heads")
     xs = list(lengths)
-    fixed = {f"{gib:g} GiB": [gib] * len(xs) for gib in marks_gib}
+    # 16 and 80 GiB (two GPUs' memory) as dotted horizontal lines, for scale
+    fixed = {f"{gib:g} GiB": [gib] * len(xs) for gib in (16.0, 80.0)}
     fig = line_explorer(
         xs,
         dict(curves),

@@ -1,15 +1,14 @@
 """Matplotlib helpers for the book's figures (a leaf: nothing in the library imports it).
 
 Needs ``matplotlib`` (the ``book`` extra). :func:`use_book_figures` makes a chapter's figures what
-the book shows: call it once, in the chapter's imports cell. The other functions draw on axes they
-are given, or on new ones, and return what they drew on; the caller ends the cell with
+the book shows: call it once, in the chapter's imports cell. :func:`plot_attention_heads` draws
+the maps of a layer's heads (chapter 10) and returns the figure; the caller ends the cell with
 ``plt.show()``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import matplotlib.pyplot as plt
 import torch
@@ -21,7 +20,6 @@ from torch import Tensor
 __all__ = [
     "BOOK_FIGURES",
     "PAGE_WIDTH",
-    "plot_attention",
     "plot_attention_heads",
     "use_book_figures",
 ]
@@ -57,46 +55,17 @@ def use_book_figures() -> None:
         set_matplotlib_formats("svg", metadata={"Date": None})
 
 
-def _as_matrix(weights: Tensor | Any, name: str, dims: int) -> Tensor:
-    matrix = torch.as_tensor(weights).detach().float().cpu()
-    if matrix.dim() != dims:
-        raise ValueError(f"{name} must have {dims} dimensions, got shape {tuple(matrix.shape)}")
-    return matrix
-
-
-def plot_attention(
-    weights: Tensor,
-    keys: Sequence[str] | None = None,
-    queries: Sequence[str] | None = None,
-    ax: Axes | None = None,
-    title: str | None = None,
-    vmax: float | None = 1.0,
-    cmap: str = "viridis",
-) -> Axes:
-    """Draw one attention map: row ``i`` is query ``i``'s weights over the keys (columns).
-
-    Args:
-        weights: the map, e.g. ``maps[name][0, head]`` from :func:`~.record_attention`.
-        keys, queries: tick labels of the columns and rows (e.g. tokens); ``None``: positions.
-        ax: axes to draw on (``None``: a new figure).
-        title: axes title.
-        vmax: top of the colour scale (1.0 so that maps are comparable; ``None``: the map's max).
-
-    Shape:
-        weights: ``(T_q, T_k)``.
+def _plot_attention(
+    ax: Axes,
+    matrix: Tensor,
+    keys: Sequence[str] | None,
+    queries: Sequence[str] | None,
+    title: str,
+) -> None:
+    """One head's map on ``ax``: row ``i`` is query ``i``'s weights over the keys (columns), on the
+    colours 0..1; without labels, the ticks are positions.
     """
-    matrix = _as_matrix(weights, "weights", 2)  # (T_q, T_k)
-    for label_name, labels, size in (
-        ("keys", keys, matrix.size(1)),
-        ("queries", queries, matrix.size(0)),
-    ):
-        if labels is not None and len(labels) != size:
-            raise ValueError(
-                f"{label_name} has {len(labels)} labels but the map has {size} of them"
-            )
-    if ax is None:
-        _, ax = plt.subplots(figsize=(4, 3.5))
-    ax.imshow(matrix.numpy(), cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto")
+    ax.imshow(matrix.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
     if keys is not None:
         ax.set_xticks(range(len(keys)), list(keys), rotation=90)
     else:
@@ -107,9 +76,7 @@ def plot_attention(
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query")
-    if title:
-        ax.set_title(title)
-    return ax
+    ax.set_title(title)
 
 
 def plot_attention_heads(
@@ -117,24 +84,28 @@ def plot_attention_heads(
     keys: Sequence[str] | None = None,
     queries: Sequence[str] | None = None,
     title: str | None = None,
-    ncols: int | None = None,
-    size: float | None = None,
 ) -> Figure:
-    """One :func:`~.plot_attention` panel per head, in rows of ``ncols``, sharing the colours 0..1.
+    """One attention map per head, in rows, sharing the colours 0..1: row ``i`` of a map is query
+    ``i``'s weights over the keys (columns).
 
-    By default as many panels share a row as fit ``PAGE_WIDTH`` with their tick labels
-    readable (a token label takes about a fifth of an inch), and ``size`` (inches, a panel's width
-    and height) fills the row.
+    ``keys`` and ``queries`` label the columns and rows (e.g. tokens); ``None``: positions. As
+    many panels share a row as fit ``PAGE_WIDTH`` with their tick labels readable (a token label
+    takes about a fifth of an inch), and square panels of at most 3.2 inches fill the row.
 
     Shape:
-        weights: ``(H, T_q, T_k)``, e.g. ``maps[name][0]``.
+        weights: ``(H, T_q, T_k)``, e.g. ``maps[name][0]`` from :func:`~.record_attention`.
     """
-    maps = _as_matrix(weights, "weights", 3)  # (H, T_q, T_k)
-    heads = maps.size(0)
+    maps = torch.as_tensor(weights).detach().float().cpu()  # (H, T_q, T_k)
+    if maps.dim() != 3:
+        raise ValueError(f"weights must have 3 dimensions, got shape {tuple(maps.shape)}")
+    heads, t_q, t_k = maps.shape
+    for name, labels, count in (("keys", keys, t_k), ("queries", queries, t_q)):
+        if labels is not None and len(labels) != count:
+            raise ValueError(f"{name} has {len(labels)} labels but the map has {count} of them")
     labelled = max(len(keys or ()), len(queries or ()))
     panel = 0.9 + 0.2 * labelled if labelled else 1.8  # inches a panel needs for its labels
-    ncols = ncols or max(1, min(heads, int(PAGE_WIDTH // panel)))
-    size = size or min(PAGE_WIDTH / ncols, 3.2)
+    ncols = max(1, min(heads, int(PAGE_WIDTH // panel)))
+    size = min(PAGE_WIDTH / ncols, 3.2)  # inches: a panel's width and height
     nrows = (heads + ncols - 1) // ncols
     figsize = (size * ncols, size * nrows + 0.4)
     fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False)
@@ -142,7 +113,7 @@ def plot_attention_heads(
         if head >= heads:
             ax.axis("off")
             continue
-        plot_attention(maps[head], keys, queries, ax=ax, title=f"head {head}")
+        _plot_attention(ax, maps[head], keys, queries, f"head {head}")
         if head % ncols:  # only the first column keeps its query labels
             ax.set_ylabel("")
             ax.tick_params(labelleft=False)

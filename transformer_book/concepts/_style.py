@@ -10,10 +10,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch
+from matplotlib.patches import Circle, FancyBboxPatch
 
 INK = "#1a1a1a"
 MUTED = "#666666"
+HIGHLIGHT = "#b5401f"  # what a figure points at: a traced position, a path, a first step
 # One colour per kind of thing, the same in every chapter and in diagrams.py's architecture.
 COLOURS = {
     "attention": "#f9d3a5",
@@ -79,3 +80,33 @@ def arrow(
     ax.annotate(
         "", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "color": colour, "lw": width}
     )
+
+
+def dashed_frame(
+    ax: Axes,
+    corner: tuple[float, float],
+    width: float,
+    height: float,
+    colour: str,
+    fill: str = "none",
+    pad: float = 0.02,
+    rounding: float = 0.15,
+) -> None:
+    """A dashed rounded frame from its lower-left ``corner``: a repeated block, or a group."""
+    frame = FancyBboxPatch(
+        corner,
+        width,
+        height,
+        boxstyle=f"round,pad={pad},rounding_size={rounding}",
+        facecolor=fill,
+        edgecolor=colour,
+        linewidth=1.0,
+        linestyle="--",
+    )
+    ax.add_patch(frame)
+
+
+def plus(ax: Axes, x: float, y: float, radius: float, size: float) -> None:
+    """A residual connection's addition: a circled ``+`` on the stream, its sign ``size`` pt."""
+    ax.add_patch(Circle((x, y), radius, facecolor="white", edgecolor=INK, linewidth=1.1, zorder=3))
+    ax.text(x, y - 0.01, "+", ha="center", va="center", fontsize=size, color=INK, zorder=4)

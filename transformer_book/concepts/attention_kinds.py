@@ -96,13 +96,13 @@ def _grid(
     return bottom
 
 
-def attention_kinds_figure(pads: int = 2) -> Figure:
+def attention_kinds_figure() -> Figure:
     """The three attentions side by side: which query (row) may see which key (column).
 
     Shape:
         the grids of :func:`attention_kinds_masks`: ``(S, S)``, ``(T, T)`` and ``(T, S)``.
     """
-    masks = attention_kinds_masks(pads)
+    masks = attention_kinds_masks()
     panels = [
         ("self-attention", "encoder", "Q, K, V: German", GERMAN_INK, GERMAN_INK),
         ("masked self-attention", "decoder", "Q, K, V: English", ENGLISH_INK, ENGLISH_INK),
@@ -242,15 +242,14 @@ def _words(
             ax.text(x + (i + 0.5) * SHAPE_CELL, y + 0.05, word, **style)
 
 
-def cross_attention_shapes_figure(d_k: int = 8) -> Figure:
+def cross_attention_shapes_figure() -> Figure:
     """Cross-attention's shapes on the running example: ``softmax(Q K^T / sqrt(d_k)) V``.
 
     The queries come from the English sentence (``T`` rows), the keys and values from the German
     one (``S`` rows), so the weights are ``T x S`` and the output has the English length and the
-    German content.
+    German content (``d_k = 8``).
     """
-    if isinstance(d_k, bool) or not isinstance(d_k, int) or not 1 <= d_k <= 8:
-        raise ValueError(f"d_k must be an int from 1 to 8, got {d_k!r}")
+    d_k = 8
     english, german = words(ENGLISH), words(GERMAN)
     t, s = len(english), len(german)
     fig, ax = canvas(8.0, 5.7)

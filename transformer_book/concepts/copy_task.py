@@ -16,18 +16,16 @@ from __future__ import annotations
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch
 
 from transformer_tasks.copy import BOS_ID, EOS_ID, PAD_ID, copy_batch, held_out_sequences
 
-from ._style import FONT, INK, MUTED, SMALL, TITLE, arrow, box, canvas
+from ._style import FONT, HIGHLIGHT, INK, MUTED, SMALL, TITLE, arrow, box, canvas, dashed_frame
 
 __all__ = ["FIGURES", "copy_task_figure", "token_label"]
 
 CELL, BOX = 0.56, 0.5  # inches: the spacing of the columns and the side of a token's box
 LEFT = 1.85  # x of the first column's centre (the row names sit to its left)
 SPECIAL = {PAD_ID: "<pad>", BOS_ID: "<bos>", EOS_ID: "<eos>"}
-HIGHLIGHT = "#b5401f"  # what the figure points at: the traced position, the fed-back predictions
 BAND = "#fbe3d6"
 
 
@@ -64,20 +62,19 @@ def _title(ax: Axes, y: float, title: str, note: str) -> None:
     ax.text(7.75, y, note, ha="right", va="center", fontsize=SMALL, color=MUTED)
 
 
-def copy_task_figure(sequence_index: int = 0, traced: int = 3) -> Figure:
-    """The copy task on held-out sequence ``sequence_index``: teacher forcing (top), greedy decoding
+def copy_task_figure() -> Figure:
+    """The copy task on the first held-out sequence: teacher forcing (top), greedy decoding
     (bottom).
 
-    The top panel shades position ``traced``: the decoder reads the symbol before it and must
-    predict the source symbol straight above.
+    The top panel shades position 3: the decoder reads the symbol before it and must predict the
+    source symbol straight above.
 
     Shape:
         the source ``(1, L)``; what the decoder reads and what it predicts ``(1, L + 1)`` each, with
         ``L = SEQ_LEN = 10`` symbols.
     """
-    example = copy_batch(
-        held_out_sequences(sequence_index + 1)[sequence_index : sequence_index + 1]
-    )
+    traced = 3
+    example = copy_batch(held_out_sequences(1)[0:1])
     src, tgt_in, tgt_out = (
         example.src[0].tolist(),
         example.tgt_in[0].tolist(),
@@ -91,17 +88,9 @@ def copy_task_figure(sequence_index: int = 0, traced: int = 3) -> Figure:
     # Top panel: training with teacher forcing.
     _title(ax, 5.25, "Training: teacher forcing", "reads the true target, shifted right")
     y_src, y_in, y_out = 4.6, 3.7, 2.9
-    band = FancyBboxPatch(
-        (_x(traced) - CELL / 2 + 0.01, y_out - BOX / 2 - 0.08),
-        CELL - 0.02,
-        y_src - y_out + BOX + 0.16,
-        boxstyle="round,pad=0,rounding_size=0.08",
-        facecolor=BAND,
-        edgecolor=HIGHLIGHT,
-        linewidth=1.0,
-        linestyle="--",
-    )
-    ax.add_patch(band)
+    corner = (_x(traced) - CELL / 2 + 0.01, y_out - BOX / 2 - 0.08)
+    span = y_src - y_out + BOX + 0.16
+    dashed_frame(ax, corner, CELL - 0.02, span, HIGHLIGHT, BAND, pad=0, rounding=0.08)
     _row(ax, y_src, "source", src, "embedding")
     _row(ax, y_in, reads, tgt_in, "token")
     _row(ax, y_out, predicts, tgt_out, "output")

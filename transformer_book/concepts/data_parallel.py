@@ -11,17 +11,15 @@ every rank takes the same Adam step, so the replicas stay identical.
 from __future__ import annotations
 
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch
 
 from transformer_lib.training.distributed import shard_batches
 
-from ._style import FONT, INK, MUTED, SMALL, arrow, box, canvas
+from ._style import FONT, HIGHLIGHT, INK, MUTED, SMALL, arrow, box, canvas, dashed_frame
 
 __all__ = ["FIGURES", "RANK_KINDS", "batch_owners", "data_parallel_figure"]
 
 # the colour of rank 0's and rank 1's things (``_style.COLOURS``)
 RANK_KINDS = ("feedforward", "attention")
-HIGHLIGHT = "#b5401f"
 
 
 def batch_owners(num_batches: int = 6, world_size: int = 2) -> list[tuple[int, int] | None]:
@@ -37,14 +35,13 @@ def batch_owners(num_batches: int = 6, world_size: int = 2) -> list[tuple[int, i
     return owners
 
 
-def data_parallel_figure(num_batches: int = 6) -> Figure:
-    """One epoch of ``num_batches`` batches split between 2 ranks, and the first optimizer step in
-    full.
+def data_parallel_figure() -> Figure:
+    """One epoch of 6 batches split between 2 ranks, and the first optimizer step in full.
 
     Shape:
-        no tensors: ``num_batches`` boxes in the top row, two columns (ranks 0 and 1) below it.
+        no tensors: 6 boxes in the top row, two columns (ranks 0 and 1) below it.
     """
-    world_size = 2
+    num_batches, world_size = 6, 2
     owners = batch_owners(num_batches, world_size)
     width, height = 7.8, 5.6
     fig, ax = canvas(width, height)
@@ -81,17 +78,9 @@ def data_parallel_figure(num_batches: int = 6) -> Figure:
             )
             if owner[1] == 1:
                 first_step[owner[0]] = x
-    band = FancyBboxPatch(
-        (min(first_step.values()) - side / 2 - 0.06, y_batches - side / 2 - 0.3),
-        max(first_step.values()) - min(first_step.values()) + side + 0.12,
-        side + 0.38,
-        boxstyle="round,pad=0,rounding_size=0.08",
-        facecolor="none",
-        edgecolor=HIGHLIGHT,
-        linewidth=1.0,
-        linestyle="--",
-    )
-    ax.add_patch(band)
+    corner = (min(first_step.values()) - side / 2 - 0.06, y_batches - side / 2 - 0.3)
+    span = max(first_step.values()) - min(first_step.values()) + side + 0.12
+    dashed_frame(ax, corner, span, side + 0.38, HIGHLIGHT, pad=0, rounding=0.08)
 
     # The first step, one column per rank.
     y_replica, y_grad, y_reduce, y_step = 3.7, 2.65, 1.65, 0.8

@@ -27,17 +27,17 @@ __all__ = ["FIGURES", "example_table", "token_embedding_figure"]
 CELL = 0.5  # side of one entry's square, in data units
 
 
-def example_table(d_model: int = 8, seed: int = 0) -> Tensor:
-    """The running example's embedding table, as ``example.embed`` builds it (the global RNG is left
-    alone).
+def example_table() -> Tensor:
+    """The running example's embedding table, as ``example.embed`` builds it (``d_model = 8``, seed
+    0; the global RNG is left alone).
 
     Shape:
         ``(V, d_model)``, ``V = len(vocabulary(ENGLISH))``; row 0 (``<pad>``) is zero.
     """
     vocab = vocabulary(ENGLISH)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        table = TokenEmbedding(len(vocab), d_model, padding_idx=vocab["<pad>"])
+        torch.manual_seed(0)
+        table = TokenEmbedding(len(vocab), 8, padding_idx=vocab["<pad>"])
     return table.embedding.weight.detach().clone()
 
 
@@ -52,20 +52,17 @@ def _grid(ax, x: float, top: float, values: Tensor, colour, first_row: int = 0) 
             ax.add_patch(square)
 
 
-def token_embedding_figure(d_model: int = 8, seed: int = 0) -> Figure:
+def token_embedding_figure() -> Figure:
     """Words -> ids -> rows of ``E`` -> times ``sqrt(d_model)``, for the running example.
 
     Shape:
         left: the vocabulary, ``V`` words with their ids; middle: ``E``, ``(V, d_model)``;
         right: the sentence's rows times ``sqrt(d_model)``, ``(T, d_model)``.
     """
-    if isinstance(d_model, bool) or not isinstance(d_model, int) or not 2 <= d_model <= 12:
-        raise ValueError(
-            f"d_model must be an int from 2 to 12 (the figure draws every entry), got {d_model!r}"
-        )
     vocab = vocabulary(ENGLISH)
     ids = encode(ENGLISH, vocab)  # (T,)
-    table = example_table(d_model, seed)  # (V, d_model)
+    table = example_table()  # (V, d_model)
+    d_model = table.size(1)
     scale = math.sqrt(d_model)
     rows = table[ids] * scale  # (T, d_model): the sentence, as embed(positions=False) gives it
     first = int(ids.min())

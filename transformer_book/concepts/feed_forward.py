@@ -30,16 +30,16 @@ CELL_W = 0.34
 LEFT = 1.75  # room for the row labels
 
 
-def example_weights(
-    d_model: int = 8, d_ff: int = 32, seed: int = 0
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``W1, b1, W2, b2`` of a small random FFN, drawn right after ``torch.manual_seed(seed)``.
+def example_weights() -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``W1, b1, W2, b2`` of a small random FFN (``d_model = 8``, ``d_ff = 32``), drawn right after
+    ``torch.manual_seed(0)``.
 
     Shape:
         ``W1``: ``(d_model, d_ff)``; ``b1``: ``(d_ff,)``; ``W2``: ``(d_ff, d_model)``; ``b2``:
         ``(d_model,)``.
     """
-    torch.manual_seed(seed)
+    d_model, d_ff = 8, 32
+    torch.manual_seed(0)
     w1 = torch.randn(d_model, d_ff) / d_model**0.5
     b1 = torch.randn(d_ff) * 0.1
     w2 = torch.randn(d_ff, d_model) / d_ff**0.5
@@ -110,21 +110,20 @@ def _band(ax: Axes, left: float, right: float, y: float, h: float) -> None:
     )
 
 
-def feed_forward_figure(
-    sentence: str = ENGLISH, d_model: int = 8, d_ff: int = 32, seed: int = 0
-) -> Figure:
+def feed_forward_figure() -> Figure:
     """The running example through one position-wise FFN: ``d_model -> d_ff -> d_model``, one column
     per position.
 
     Shape:
         input ``(T, d_model)``, hidden ``(T, d_ff)``, output ``(T, d_model)``, ``T =
-        len(words(sentence))``.
+        len(words(ENGLISH))``.
     """
-    x = embed(sentence, d_model=d_model, seed=seed)  # (T, d_model)
-    w1, b1, w2, b2 = example_weights(d_model, d_ff, seed)
+    x = embed(ENGLISH)  # (T, d_model)
+    w1, b1, w2, b2 = example_weights()
+    d_model, d_ff = w1.shape
     hidden = torch.relu(x @ w1 + b1)  # (T, d_ff)
     out = hidden @ w2 + b2  # (T, d_model)
-    labels = words(sentence)
+    labels = words(ENGLISH)
     T = len(labels)
 
     small_h, big_h, band_h, gap = 0.13, 1.44 / d_ff, 0.42, 0.12  # inches

@@ -27,15 +27,15 @@ WORD_COLOURS = ("#dff0d8", "#f3efb0", "#f4c5d1")  # words 0, 1, 2
 CELL = 0.34  # inches
 
 
-def labelled_split(length: int = 3, d_model: int = 4, num_heads: int = 2) -> dict[str, Tensor]:
-    """The labelled tensor (entry ``10 t + f``) split into heads the right way and the wrong way.
+def labelled_split() -> dict[str, Tensor]:
+    """The labelled tensor (entry ``10 t + f``) of 3 words and 4 features split into 2 heads, the
+    right way and the wrong way.
 
     Shape:
-        ``"input"``: ``(T, d_model)``; ``"right"``, ``"wrong"``: ``(h, T, d_k)``.
+        ``"input"``: ``(T, d_model)`` = ``(3, 4)``; ``"right"``, ``"wrong"``: ``(h, T, d_k)`` =
+        ``(2, 3, 2)``.
     """
-    if d_model % num_heads:
-        raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
-    d_k = d_model // num_heads
+    length, d_model, num_heads, d_k = 3, 4, 2, 2
     labels = 10 * torch.arange(length)[:, None] + torch.arange(d_model)  # (T, d_model)
     right = labels.view(length, num_heads, d_k).transpose(0, 1)  # (T, h, d_k) -> (h, T, d_k)
     wrong = labels.view(num_heads, length, d_k)  # the same shape, grouped differently

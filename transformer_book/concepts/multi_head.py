@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from torch import Tensor
 
-from ..example import ENGLISH, FEATURES, OFFERS, embed, feature_rows, words
+from ..example import ENGLISH, FEATURES, embed, hand_set_projections, words
 from ._style import COLOURS, FONT, INK, MUTED, SMALL, TITLE, arrow, box, canvas
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "asks",
     "example_heads",
     "example_projections",
-    "head_projections",
     "heads_figure",
     "merge_figure",
     "one_head",
@@ -64,38 +63,22 @@ plural noun), head 2's noun (head 2 fetches a noun that is not plural), and the 
 added up. It writes nothing into features 3-7."""
 
 
-def asks(wants: dict[str, float], word: str = ASKER, size: float = LOUD) -> Tensor:
-    """Queries for the running example: ``word`` asks ``size * wants``, the other words nothing.
+def asks(wants: dict[str, float]) -> Tensor:
+    """Queries for the running example: *play* (``ASKER``) asks ``LOUD * wants``, the other words
+    nothing. One head's ``W_Q, W_K, W_V`` are then
+    :func:`~transformer_book.example.hand_set_projections` of these queries.
 
     Shape:
-        ``(T, len(FEATURES))``: one row per word of ENGLISH, zero except ``word``'s row.
+        ``(T, len(FEATURES))``: one row per word of ENGLISH, zero except *play*'s row.
     """
     tokens = words(ENGLISH)
     unknown = sorted(set(wants) - set(FEATURES))
-    if unknown or word not in tokens:
-        raise ValueError(
-            f"wants must name FEATURES {FEATURES} and word a word of ENGLISH; got {wants}, {word!r}"
-        )
+    if unknown:
+        raise ValueError(f"wants must name FEATURES {FEATURES}; got {wants}")
     table = torch.zeros(len(tokens), len(FEATURES))
     for feature, weight in wants.items():
-        table[tokens.index(word), FEATURES.index(feature)] = size * weight
+        table[tokens.index(ASKER), FEATURES.index(feature)] = LOUD * weight
     return table
-
-
-def head_projections(wants: dict[str, float], seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
-    """One head's ``W_Q, W_K, W_V`` (each ``8 x 4``): ``embed() @ W`` gives the wanted tables.
-
-    The queries are :func:`asks` of ``wants``; the keys and the values are what every word offers
-    (:data:`~transformer_book.example.OFFERS`). Each matrix is the pseudo-inverse of the sentence's
-    vectors times its table, as in chapter 3.
-
-    Shape:
-        each ``(d_model, len(FEATURES))`` = ``(8, 4)``, used as ``x @ W``.
-    """
-    x = embed(ENGLISH, seed=seed)  # (T, 8)
-    inverse = torch.linalg.pinv(x)  # (8, T): x @ inverse = I
-    offers = feature_rows(words(ENGLISH), OFFERS)  # (T, 4)
-    return inverse @ asks(wants), inverse @ offers, inverse @ offers
 
 
 def output_projection() -> Tensor:
@@ -116,22 +99,22 @@ def output_projection() -> Tensor:
     return w_o
 
 
-def example_projections(seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def example_projections() -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The chapter's ``W_Q, W_K, W_V, W_O`` for two heads: each head's matrices side by side.
 
-    Columns 0-3 of ``W_Q``, ``W_K`` and ``W_V`` are head 1's (:func:`head_projections` of
-    ``HEAD_ASKS[0]``), columns 4-7 head 2's; rows 0-3 of ``W_O`` read head 1's output, rows 4-7
-    head 2's. ``W_O`` is :func:`output_projection`.
+    Columns 0-3 of ``W_Q``, ``W_K`` and ``W_V`` are head 1's (the hand-set projections of
+    :func:`asks` of ``HEAD_ASKS[0]``), columns 4-7 head 2's; rows 0-3 of ``W_O`` read head 1's
+    output, rows 4-7 head 2's. ``W_O`` is :func:`output_projection`.
 
     Shape:
         four ``(8, 8)`` tensors.
     """
-    first, second = (head_projections(wants, seed) for wants in HEAD_ASKS)
+    first, second = (hand_set_projections(asks(wants)) for wants in HEAD_ASKS)
     w_q, w_k, w_v = (torch.cat([a, b], dim=1) for a, b in zip(first, second, strict=True))
     return w_q, w_k, w_v, output_projection()
 
 
-def example_heads(seed: int = 0) -> dict[str, Tensor]:
+def example_heads() -> dict[str, Tensor]:
     """Two-head attention over the running example (:func:`example_projections`), every step kept.
 
     Returns ``x`` (the sentence), ``q``, ``k``, ``v`` (both heads' projections), ``weights`` (each
@@ -141,8 +124,8 @@ def example_heads(seed: int = 0) -> dict[str, Tensor]:
     Shape:
         x, q, k, v, concat, output: ``(T, 8)``; weights: ``(2, T, T)``; heads: ``(2, T, 4)``.
     """
-    x = embed(ENGLISH, seed=seed)  # (T, 8)
-    w_q, w_k, w_v, w_o = example_projections(seed)
+    x = embed(ENGLISH)  # (T, 8)
+    w_q, w_k, w_v, w_o = example_projections()
     length, num_heads, d_k = x.size(0), 2, 4
     q, k, v = x @ w_q, x @ w_k, x @ w_v  # (T, 8) each
 
@@ -164,7 +147,7 @@ def example_heads(seed: int = 0) -> dict[str, Tensor]:
     }
 
 
-def one_head(seed: int = 0) -> dict[str, Tensor]:
+def one_head() -> dict[str, Tensor]:
     """A single head of 4 features over the running example, *play* asking for a noun.
 
     Returns ``weights`` (its map) and ``output`` (its weights times the values).
@@ -172,8 +155,8 @@ def one_head(seed: int = 0) -> dict[str, Tensor]:
     Shape:
         weights: ``(T, T)``; output: ``(T, 4)``.
     """
-    x = embed(ENGLISH, seed=seed)
-    w_q, w_k, w_v = head_projections(ONE_HEAD_ASKS, seed)
+    x = embed(ENGLISH)
+    w_q, w_k, w_v = hand_set_projections(asks(ONE_HEAD_ASKS))
     weights = ((x @ w_q) @ (x @ w_k).T / math.sqrt(w_q.size(1))).softmax(dim=-1)  # (T, T)
     return {"weights": weights, "output": weights @ (x @ w_v)}
 

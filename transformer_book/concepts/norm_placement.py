@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import Circle, FancyBboxPatch
 
 from transformer_lib.nn.layers import Encoder, LayerSpec
 
-from ._style import FONT, INK, MUTED, SMALL, TITLE, arrow, box, canvas
+from ._style import FONT, INK, MUTED, SMALL, TITLE, arrow, box, canvas, dashed_frame, plus
 
 __all__ = ["FIGURES", "norm_placement_figure"]
 
@@ -29,12 +28,6 @@ BOX_W, BOX_H = 2.9, 0.62
 NORM_W = 2.0
 BLOCK = 3.3  # height of one sub-layer block (branch, box(es), addition)
 SUBLAYERS = (("self-attention", "attention"), ("feed-forward", "feedforward"))
-
-
-def _plus(ax: Axes, x: float, y: float) -> None:
-    """The addition of the residual connection: a circled ``+`` on the stream."""
-    ax.add_patch(Circle((x, y), 0.24, facecolor="white", edgecolor=INK, linewidth=1.1, zorder=3))
-    ax.text(x, y - 0.01, "+", ha="center", va="center", fontsize=FONT + 2, color=INK, zorder=4)
 
 
 def _line(
@@ -64,7 +57,7 @@ def _block(ax: Axes, x0: float, y: float, label: str, kind: str, norm_first: boo
     arrow(ax, (bx, add_y), (x0 + 0.26, add_y))
     # the stream: straight up to the addition, then (Post-LN) through the norm
     arrow(ax, (x0, y), (x0, add_y - 0.26), width=2.2)
-    _plus(ax, x0, add_y)
+    plus(ax, x0, add_y, 0.24, FONT + 2)
     if norm_first:
         _line(ax, [x0, x0], [add_y + 0.24, top], width=2.2)
     else:
@@ -83,17 +76,7 @@ def _panel(ax: Axes, x0: float, norm_first: bool) -> None:
     y = 0.0
     for label, kind in SUBLAYERS:
         y = _block(ax, x0, y, label, kind, norm_first)
-    frame = FancyBboxPatch(
-        (x0 - 1.35, 0.05),
-        BRANCH_X + BOX_W / 2 + 1.6,
-        y - 0.05,
-        boxstyle="round,pad=0.02,rounding_size=0.2",
-        facecolor="none",
-        edgecolor=MUTED,
-        linewidth=1.0,
-        linestyle="--",
-    )
-    ax.add_patch(frame)
+    dashed_frame(ax, (x0 - 1.35, 0.05), BRANCH_X + BOX_W / 2 + 1.6, y - 0.05, MUTED, rounding=0.2)
     ax.text(
         x0 + BRANCH_X + BOX_W / 2 + 0.1,
         y - 0.15,

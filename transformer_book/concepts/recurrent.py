@@ -18,11 +18,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..example import GERMAN
-from ._style import COLOURS, FONT, INK, MUTED, SMALL, TITLE, arrow, box, canvas
+from ._style import COLOURS, FONT, HIGHLIGHT, INK, MUTED, SMALL, TITLE, arrow, box, canvas
 
 __all__ = ["FIGURES", "GLOSSES", "german_words", "recurrent_bottleneck_figure"]
 
-HIGHLIGHT = "#b5401f"  # the path from Hunde to spielen, as in the other chapters' pictures
 # The English word each German word of the running example becomes ("im" is "in dem": in the).
 GLOSSES = {"Zwei": "two", "Hunde": "dogs", "spielen": "play", "im": "in the", "Gras": "grass"}
 READER, SUBJECT = "spielen", "Hunde"  # the word that reads, and the word it needs
@@ -36,15 +35,11 @@ ATTENTION_WORDS = 0.6  # y of the bottom panel's words
 TOP_TITLE, SEPARATOR, BOTTOM_TITLE = 5.15, 2.4, 2.1  # y of the titles and the line between
 
 
-def german_words(sentence: str = GERMAN) -> list[str]:
-    """The sentence's words as written, the full stop a word of its own.
-
-    ``german_words("Zwei Hunde spielen im Gras.")`` is
-    ``["Zwei", "Hunde", "spielen", "im", "Gras", "."]``.
+def german_words() -> list[str]:
+    """The words of :data:`~transformer_book.example.GERMAN` as written, the full stop a word of its
+    own: ``["Zwei", "Hunde", "spielen", "im", "Gras", "."]``.
     """
-    if not isinstance(sentence, str) or not sentence.strip():
-        raise ValueError(f"sentence must be a non-empty string, got {sentence!r}")
-    return re.findall(r"\w+|[^\w\s]", sentence)
+    return re.findall(r"\w+|[^\w\s]", GERMAN)
 
 
 def _state(i: int) -> str:
@@ -134,24 +129,18 @@ def _attention(ax: Axes, tokens: list[str]) -> None:
         )
 
 
-def recurrent_bottleneck_figure(sentence: str = GERMAN) -> Figure:
+def recurrent_bottleneck_figure() -> Figure:
     """A recurrent network's fixed-size state against attention's direct look, on the example.
 
-    Top: the words of ``sentence`` enter states ``h_1 .. h_S`` one at a time, each state made from
-    the word and the state before it; the decoder, without attention, gets the last state. The path
-    from *Hunde* on is drawn in the highlight colour. Bottom: *spielen* looks at every word with one
-    arrow each, the one to *Hunde* drawn strong.
+    Top: the words of the German sentence enter states ``h_1 .. h_S`` one at a time, each state
+    made from the word and the state before it; the decoder, without attention, gets the last state.
+    The path from *Hunde* on is drawn in the highlight colour. Bottom: *spielen* looks at every word
+    with one arrow each, the one to *Hunde* drawn strong.
 
     Shape:
-        one box per word, ``S = 6`` for the running example, at most 6 (the page's width), and the
-        sentence must hold *Hunde* before *spielen*.
+        one box per word, ``S = 6`` for the running example.
     """
-    tokens = german_words(sentence)
-    if len(tokens) > 6 or SUBJECT not in tokens or READER not in tokens:
-        expected = f"at most 6 words with {SUBJECT!r} and {READER!r}"
-        raise ValueError(f"sentence must have {expected}, got {tokens}")
-    if tokens.index(SUBJECT) > tokens.index(READER):
-        raise ValueError(f"sentence must have {SUBJECT!r} before {READER!r}, got {tokens}")
+    tokens = german_words()
     fig, ax = canvas(WIDTH, HEIGHT)
     _recurrent(ax, tokens)
     ax.plot([0.2, WIDTH - 0.2], [SEPARATOR, SEPARATOR], color=COLOURS["mask"], lw=1.0)

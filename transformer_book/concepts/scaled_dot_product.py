@@ -116,8 +116,9 @@ def _rows(ax: Axes, step: dict[str, object], top: float) -> None:
         _numbers(ax, VALUE_X, y, weights[i] * values[i])
 
 
-def attention_steps_figure(word: str = "play") -> Figure:
-    """Query -> scores -> softmax -> weighted sum of the values, for one word of the sentence."""
+def attention_steps_figure() -> Figure:
+    """Query -> scores -> softmax -> weighted sum of the values, for *play*."""
+    word = "play"
     step = one_query(word)
     strip = len(FEATURES) * CELL
     # heights, bottom up: the new vector, the sums, the words' rows, the headings, the query

@@ -21,13 +21,9 @@ from ._style import COLOURS, FONT, INK, MAX_WIDTH, MUTED, SMALL, TITLE
 __all__ = ["FIGURES", "noam_curve", "smoothed_target", "training_figure"]
 
 
-def noam_curve(
-    d_model: int = 512, warmup: int = 4000, last: int = 40_000, every: int = 50
-) -> tuple[list[int], list[float]]:
-    """The optimizer steps ``1, every, 2 * every, ..., last`` (and ``warmup``) and the Noam rate at
-    each.
-    """
-    steps = sorted({1, warmup, *range(every, last + 1, every)})
+def noam_curve(d_model: int = 512, warmup: int = 4000) -> tuple[list[int], list[float]]:
+    """The optimizer steps ``1, 50, 100, ..., 40000`` (and ``warmup``) and the Noam rate at each."""
+    steps = sorted({1, warmup, *range(50, 40_001, 50)})
     return steps, [noam_rate(s, d_model, warmup) for s in steps]
 
 
@@ -137,11 +133,9 @@ def _smoothing(ax: Axes, num_classes: int, correct: int, eps: float) -> None:
         ax.spines[side].set_visible(False)
 
 
-def training_figure(
-    d_model: int = 512, warmup: int = 4000, num_classes: int = 5, correct: int = 2, eps: float = 0.1
-) -> Figure:
-    """Left: the Noam learning rate against the optimizer step. Right: a one-hot and a smoothed
-    target.
+def training_figure() -> Figure:
+    """Left: the Noam learning rate against the optimizer step (``d_model = 512``, 4,000 warmup
+    steps). Right: a one-hot target of 5 classes and its smoothed version (``eps = 0.1``).
     """
     import matplotlib.pyplot as plt
 
@@ -149,8 +143,8 @@ def training_figure(
         1, 2, figsize=(MAX_WIDTH - 0.2, 3.4), gridspec_kw={"width_ratios": [1.3, 1.0]}
     )
     fig.patch.set_facecolor("white")
-    _schedule(left, d_model, warmup)
-    _smoothing(right, num_classes, correct, eps)
+    _schedule(left, 512, 4000)
+    _smoothing(right, 5, 2, 0.1)
     fig.tight_layout(w_pad=2.0)
     return fig
 

@@ -14,13 +14,12 @@ from dataclasses import fields
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import Circle, FancyBboxPatch
 
 from transformer_lib.config import POSITIONALS, TransformerConfig
 from transformer_lib.nn.feedforward import ACTIVATIONS
 from transformer_lib.nn.norms import NORMS
 
-from ._style import FONT, INK, MUTED, SMALL, arrow, box, canvas
+from ._style import FONT, INK, MUTED, SMALL, arrow, box, canvas, dashed_frame, plus
 
 __all__ = ["FIGURES", "SWITCHES", "switch_values", "variants_figure"]
 
@@ -80,16 +79,6 @@ def _label(ax: Axes, y: float, name: str, what: str, anchor: tuple[float, float]
     )
 
 
-def _plus(ax: Axes, y: float) -> None:
-    """The residual addition: a circled ``+`` on the stream."""
-    ax.add_patch(
-        Circle((STREAM_X, y), 0.2, facecolor="white", edgecolor=INK, linewidth=1.1, zorder=3)
-    )
-    ax.text(
-        STREAM_X, y - 0.01, "+", ha="center", va="center", fontsize=FONT + 1, color=INK, zorder=4
-    )
-
-
 def _sublayer(ax: Axes, y: float, label: str, kind: str) -> tuple[float, float, float]:
     """A norm, then the sub-layer, on the branch from height ``y``; returns (norm y, sub-layer y,
     top).
@@ -104,7 +93,7 @@ def _sublayer(ax: Axes, y: float, label: str, kind: str) -> tuple[float, float, 
     ax.plot([BRANCH_X, BRANCH_X], [sub_y + BOX_H / 2, add_y], color=INK, lw=1.0)
     arrow(ax, (BRANCH_X, add_y), (STREAM_X + 0.22, add_y))
     arrow(ax, (STREAM_X, y), (STREAM_X, add_y - 0.22), width=2.2)
-    _plus(ax, add_y)
+    plus(ax, STREAM_X, add_y, 0.2, FONT + 1)
     return norm_y, sub_y, y + BLOCK
 
 
@@ -118,17 +107,7 @@ def variants_figure() -> Figure:
     norm1, attention, top = _sublayer(ax, bottom, "self-attention", "attention")
     ax.plot([STREAM_X, STREAM_X], [top - BLOCK + 2.45, top], color=INK, lw=2.2)
     norm2, feed_forward, top = _sublayer(ax, top, "feed-forward", "feedforward")
-    frame = FancyBboxPatch(
-        (0.1, bottom - 0.05),
-        BRANCH_X + BOX_W / 2 + 0.1,
-        top - bottom + 0.05,
-        boxstyle="round,pad=0.02,rounding_size=0.15",
-        facecolor="none",
-        edgecolor=MUTED,
-        linewidth=1.0,
-        linestyle="--",
-    )
-    ax.add_patch(frame)
+    dashed_frame(ax, (0.1, bottom - 0.05), BRANCH_X + BOX_W / 2 + 0.1, top - bottom + 0.05, MUTED)
     ax.text(0.2, top - 0.1, "N ×", ha="left", va="top", fontsize=FONT, color=INK, fontweight="bold")
     ax.plot([STREAM_X, STREAM_X], [top - BLOCK + 2.45, top], color=INK, lw=2.2)
     arrow(ax, (STREAM_X, top), (STREAM_X, top + 0.5 - BOX_H / 2), width=2.2)

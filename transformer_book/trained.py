@@ -28,9 +28,8 @@ import torch
 from torch import Tensor
 
 from transformer_lib.data.tokenizer import BPETokenizer
-from transformer_tasks.translation.profiles import DecodeConfig
 
-from .browser_model import load_sessions, onnx_greedy, prepare_input, source_ids, token_label
+from .browser_model import load_sessions, onnx_translate, prepare_input, source_ids, token_label
 
 __all__ = ["FILES", "AttentionMaps", "TrainedModel", "load_trained"]
 
@@ -98,14 +97,10 @@ class TrainedModel:
 
     def translate_ids(self, german: str) -> list[int]:
         """Greedy ids of the English translation, ``<bos>`` first, ``<eos>`` last (unless cut)."""
-        ids = self.source_ids(german)
         c = self.config
-        cut = DecodeConfig(max_len_a=c["max_len_a"], max_len_b=c["max_len_b"])
-        max_len = cut.max_length(len(ids), c["max_len"])
-        src = np.array([ids], dtype=np.int64)
-        return onnx_greedy(self.sessions, src, max_len, c["bos_id"], c["eos_id"], c["pad_id"])[
-            0
-        ].tolist()
+        text = prepare_input(self.tokenizer, _text(german, "german"), c)[0]
+        cut = (c["max_len_a"], c["max_len_b"], c["max_len"])
+        return onnx_translate(self.sessions, self.tokenizer, [text], *cut)[0]
 
     def translate(self, german: str) -> str:
         """The greedy translation of ``german``, exactly as the page writes it."""

@@ -14,10 +14,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from transformer_book.concepts import all_figures  # noqa: E402
-from transformer_book.concepts.variants import SWITCHES, switch_values, variants_figure  # noqa: E402
+from transformer_book.concepts.variants import switch_values, variants_figure  # noqa: E402
 from transformer_lib import TransformerConfig  # noqa: E402
 
 pytestmark = pytest.mark.book
+
+# The variant fields of TransformerConfig that the figure labels, in its order.
+SWITCHES = ("positional", "norm", "norm_first", "activation", "num_kv_heads")
 
 
 def shown() -> list[str]:

@@ -21,10 +21,7 @@ from transformer_lib.nn.norms import NORMS
 
 from ._style import FONT, INK, MUTED, SMALL, arrow, box, canvas, dashed_frame, plus
 
-__all__ = ["FIGURES", "SWITCHES", "switch_values", "variants_figure"]
-
-SWITCHES = ("positional", "norm", "norm_first", "activation", "num_kv_heads")
-"""The variant fields of :class:`~transformer_lib.TransformerConfig`, in the figure's order."""
+__all__ = ["FIGURES", "switch_values", "variants_figure"]
 
 STREAM_X, BRANCH_X = 1.0, 2.75  # the residual stream and the sub-layer branch
 BOX_W, BOX_H, NORM_W = 2.0, 0.55, 1.4

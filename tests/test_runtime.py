@@ -5,6 +5,7 @@ probed)."""
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,29 @@ def test_the_package_reads_proc_cpuinfo_in_one_place() -> None:
         if '/proc/cpuinfo"' in m.read_text("utf-8")
     ]
     assert readers == ["transformer_lib/runtime.py"]
+
+
+def test_bfloat16_training_on_a_cpu_caps_onednns_kernel_caches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before its first bfloat16 step on a CPU, train() caps the two caches that keep a kernel per
+    batch shape (else a run's memory grows with every new shape); a value already set is kept, and
+    a float32 run leaves them alone."""
+    from transformer_lib import TrainConfig, Transformer, TransformerConfig, make_batch, train
+    from transformer_lib.runtime import CPU_KERNEL_CACHE_CAPACITY
+
+    names = ("LRU_CACHE_CAPACITY", "ONEDNN_PRIMITIVE_CACHE_CAPACITY")
+    batch = make_batch([[5, 6, 7]], [[8, 9]], pad_id=0, bos_id=1, eos_id=2)
+    config = TransformerConfig(12, 12, d_model=8, num_heads=2, d_ff=16, num_encoder_layers=1)
+    for amp, preset, expected in (
+        ("none", None, None),
+        ("bf16", None, str(CPU_KERNEL_CACHE_CAPACITY)),
+        ("bf16", "7", "7"),
+    ):
+        for name in names:
+            monkeypatch.delenv(name, raising=False)
+            if preset is not None:
+                monkeypatch.setenv(name, preset)
+        model = Transformer(config)
+        train(model, [batch], TrainConfig(max_steps=1, warmup_steps=1, amp=amp, progress=False))
+        assert [os.environ.get(name) for name in names] == [expected, expected], amp

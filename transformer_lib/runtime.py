@@ -48,6 +48,23 @@ def torch_threads(threads: int | None) -> Iterator[int]:
         torch.set_num_threads(previous)
 
 
+# oneDNN, which runs PyTorch's bfloat16 products on a CPU, keeps the kernels it built for every
+# shape it met in two caches of 1,024 entries (ideep's LRU_CACHE_CAPACITY and oneDNN's primitive
+# cache). Batches of varying lengths meet hundreds of shapes, so a bfloat16 training step of the cpu
+# profile kept about 15 MB more each step (float32, or bfloat16 on one shape, stayed flat); 32
+# entries each held it flat at the same speed (benchmarks/results/bf16_kernel_caches.json).
+CPU_KERNEL_CACHE_CAPACITY = 32
+
+
+def cap_cpu_kernel_caches(capacity: int = CPU_KERNEL_CACHE_CAPACITY) -> None:
+    """Cap oneDNN's caches of CPU kernels at ``capacity`` shapes each, unless the environment
+    already sets them. The libraries read these variables when they build their first kernel, so
+    a call after that changes nothing (:func:`~.train` calls it before its first bfloat16 step).
+    """
+    for name in ("LRU_CACHE_CAPACITY", "ONEDNN_PRIMITIVE_CACHE_CAPACITY"):
+        os.environ.setdefault(name, str(capacity))
+
+
 AmpMode = Literal["auto", "none", "bf16", "fp16"]
 AMP_CHOICES: tuple[str, ...] = get_args(AmpMode)
 """The mixed precisions a run can ask for (``TrainConfig.amp``); ``"auto"`` resolves to another."""

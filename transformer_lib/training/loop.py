@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from ..data.batching import Batch
 from ..eval_mode import eval_mode
 from ..model import Transformer
-from ..runtime import resolve_amp, set_seed
+from ..runtime import cap_cpu_kernel_caches, resolve_amp, set_seed
 from .config import TrainConfig, TrainResult
 from .distributed import all_gather_object, barrier, broadcast_object, is_distributed, shard_batches
 from .loss import BatchForward, batch_logits
@@ -72,6 +72,8 @@ def train(
     rank, world = (dist.get_rank(), dist.get_world_size()) if is_distributed() else (0, 1)
     amp = resolve_amp(config.amp, device)  # "auto": what pays on this device
     _check_device(amp, device, world > 1)
+    if amp == "bf16" and device.type == "cpu":
+        cap_cpu_kernel_caches()  # else memory grows with every new batch shape
     model = model.to(device)
     state = TrainState(world_size=world, result=TrainResult(world_size=world, amp=amp))
 

@@ -4,10 +4,11 @@ in the public functions the chapters call directly (``scaled_dot_product_attenti
 ``causal_mask``).
 
 What is checked there is what would otherwise fail silently or obscurely: a mask that broadcasts to
-the wrong positions, float ids, a sequence longer than the positional table. The blocks' ``forward``
-methods (attention, feed-forward, the layers) check nothing: a shape that does not fit fails loudly
-in PyTorch's own product, and a ``model(src, tgt)`` makes the same few checks however deep the model
-is (9 calls here for a 6 + 6 model, counted by a test).
+the wrong positions, float ids, a sequence longer than the positional table, keys and values of
+different lengths (which PyTorch's fused CPU kernel accepts without an error). The blocks'
+``forward`` methods check nothing else: a shape that does not fit fails loudly in PyTorch's own
+product, and a ``model(src, tgt)`` makes the same few checks however deep the model is (9 calls
+for a 6 + 6 model, counted by a test).
 """
 
 from __future__ import annotations

@@ -19,8 +19,12 @@ from pathlib import Path
 
 from transformer_lib.runtime import torch_threads
 from transformer_tasks import load_split
-from transformer_tasks.translation import checkpoint_decoding, load_translation_checkpoint
-from transformer_tasks.translation import sweep_decoding, write_translation_results
+from transformer_tasks.translation import (
+    checkpoint_decoding,
+    load_translation_checkpoint,
+    sweep_decoding,
+    write_translation_results,
+)
 
 
 def main() -> None:

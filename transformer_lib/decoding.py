@@ -21,7 +21,7 @@ from .config import TransformerConfig
 from .eval_mode import eval_mode
 from .nn.cache import KVCache
 from .nn.masks import causal_mask, padding_mask
-from .validation import check_positive_int, check_token_id, check_token_ids
+from .validation import check_non_negative, check_positive_int, check_token_id, check_token_ids
 
 __all__ = [
     "EncoderDecoder",
@@ -61,11 +61,6 @@ class EncoderDecoder(Protocol):
     def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]:
         """The weights (the decoders put their tensors on the weights' device)."""
         ...
-
-
-def _check_non_negative(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
 
 
 def length_penalty_factor(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -181,7 +176,7 @@ def beam_search(
     """
     _check_decode_args(model, src, max_len, bos_id, eos_id)
     check_positive_int("beam_size", beam_size)
-    _check_non_negative("length_penalty", length_penalty)
+    check_non_negative("length_penalty", length_penalty)
     device = next(model.parameters()).device
     src = src.to(device)
     beams = _Beams(src.size(0), beam_size, bos_id, eos_id, length_penalty, device)

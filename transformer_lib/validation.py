@@ -37,6 +37,13 @@ def check_probability(name: str, value: object) -> float:
     return float(value)
 
 
+def check_non_negative(name: str, value: object) -> float:
+    """Return ``value`` if it is a number ``>= 0`` (not a bool); raise naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+    return value
+
+
 def check_bool(name: str, value: object) -> bool:
     """Return ``value`` if it is ``True`` or ``False`` (not ``1`` or ``"yes"``)."""
     if not isinstance(value, bool):

@@ -16,7 +16,7 @@ from transformer_lib.config import TransformerConfig
 from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.runtime import pick_device
 from transformer_lib.training import TrainConfig
-from transformer_lib.validation import check_positive_int
+from transformer_lib.validation import check_non_negative, check_positive_int
 
 VOCABULARY_FIELDS = ("src_vocab_size", "tgt_vocab_size")  # set by data.vocab_size, not on their own
 
@@ -66,9 +66,7 @@ class DecodeConfig:
         for name in ("beam_size", "batch_size"):
             check_positive_int(name, getattr(self, name))
         for name in ("length_penalty", "max_len_a", "max_len_b"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+            check_non_negative(name, getattr(self, name))
 
     def max_length(self, source_length: int, limit: int) -> int:
         """The most tokens a translation of ``source_length`` source tokens may take, ``<bos>``

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ MULTI30K_REASON = (
     "a network (they are then downloaded and verified into ~/.cache/transformer_lib/multi30k)"
 )
 NOTEBOOK_METADATA_KEY = "transformer_book"
+# amp="auto" on a CPU times the training step once per machine and keeps the answer in the user's
+# cache folder; the tests (and the notebooks they run) keep theirs apart, and the reader's as it is.
+os.environ.setdefault("TRANSFORMER_LIB_CACHE", tempfile.mkdtemp(prefix="transformer-lib-cache-"))
 
 
 def running_under_ci() -> bool:

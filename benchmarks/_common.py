@@ -26,7 +26,7 @@ from transformer_lib.config import TransformerConfig
 from transformer_lib.files import atomic_write
 from transformer_lib.runtime import cpu_flags as runtime_cpu_flags
 from transformer_lib.runtime import pick_device
-from transformer_tasks.records import cpu_name
+from transformer_tasks.records import cpu_name, peak_rss_mb
 from transformer_tasks.translation import translation_profile
 
 
@@ -115,9 +115,10 @@ def fit_loglog(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float]:
 
 
 def finish(result: dict[str, Any], started: float) -> None:
-    """Add the wall time and the load at the end, then print the result as the last line of
-    stdout."""
+    """Add the wall time, the load at the end and the process's peak resident memory, then print
+    the result as the last line of stdout."""
     result["load_average_end"] = load_average()
+    result["peak_rss_mb"] = peak_rss_mb()
     result["wall_seconds"] = round(time.perf_counter() - started, 2)
     print(json.dumps(result))
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_lib.files import atomic_write
-from transformer_tasks.records import describe_machine, source_commit
+from transformer_tasks.records import describe_machine, peak_rss_mb, source_commit
 from transformer_tasks.translation import (
     TranslationConfig,
     apply_overrides,
@@ -122,6 +122,7 @@ def main() -> None:
         "tokens_per_s": round(run.tokens_per_s, 1),
         "threads": run.threads,
         "machine": describe_machine(),
+        "peak_rss_mb": peak_rss_mb(),  # the training's peak (decoding comes after)
         "commit": source_commit(Path(__file__).parent),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

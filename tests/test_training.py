@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from transformer_book.reference import TorchTransformer, torch_state_dict
-from transformer_lib import Transformer, TransformerConfig, noam_rate, runtime
+from transformer_lib import Transformer, TransformerConfig, noam_rate
 from transformer_lib.data.batching import (
     Batch,
     TokenBudgetSampler,
@@ -28,6 +28,7 @@ from transformer_lib.training import (
     TrainResult,
     evaluate_loss,
     linear_decay_rate,
+    precision,
     sequence_loss,
     train,
     train_state_path,
@@ -637,23 +638,37 @@ def test_a_few_bfloat16_steps_on_the_cpu():
     assert result.history[0]["loss"] != full.history[0]["loss"]  # bfloat16 did run
 
 
-@pytest.mark.parametrize(
-    ("vendor", "flags", "expected"),
-    [
-        ("AuthenticAMD", "avx512f avx512_bf16", "bf16"),
-        ("GenuineIntel", "avx512f avx512_bf16", "none"),
-    ],
-)
-def test_auto_amp_is_resolved_for_the_processor_and_recorded(
-    monkeypatch: pytest.MonkeyPatch, vendor: str, flags: str, expected: str
+@pytest.mark.parametrize(("none", "bf16", "expected"), [(1.5, 1.0, "bf16"), (1.0, 1.5, "none")])
+def test_auto_amp_on_a_cpu_times_the_models_own_step_and_trains_in_the_faster(
+    monkeypatch: pytest.MonkeyPatch, tmp_path, none: float, bf16: float, expected: str
 ):
-    """``amp="auto"`` on a CPU reads the processor (here a stand-in for ``/proc/cpuinfo``), trains
-    in what it picked and records it."""
-    monkeypatch.setattr(runtime, "cpu_info", lambda: {"vendor_id": vendor, "flags": flags})
-    result = train(small_model(0), epoch_data(1), quiet(max_steps=1, warmup_steps=1, amp="auto"))
-    forced = train(small_model(0), epoch_data(1), quiet(max_steps=1, warmup_steps=1, amp=expected))
-    assert result.amp == expected
-    assert result.history[0]["loss"] == forced.history[0]["loss"]
+    """``amp="auto"`` on a CPU times the training step both ways (here on a fake clock: each step
+    of float32 takes ``none`` seconds, of bfloat16 ``bf16``), trains in the faster and records why;
+    the probe leaves the run as a run without it, and a second run reads the answer back."""
+    monkeypatch.setenv("TRANSFORMER_LIB_CACHE", str(tmp_path))
+    model, data = small_model(0), epoch_data(1)
+    config = quiet(max_steps=1, warmup_steps=1, amp="auto")
+    steps: list[str] = []
+    real_timer = precision._step_timer
+
+    def fake_timer(*args):
+        timed = real_timer(*args)
+
+        def seconds(amp: str) -> float:
+            steps.append(amp)
+            timed(amp)  # the real step runs, on the model's copy
+            return {"none": none, "bf16": bf16}[amp]
+
+        return seconds
+
+    monkeypatch.setattr(precision, "_step_timer", fake_timer)
+    result = train(model, data, config)
+    forced = train(small_model(0), data, quiet(max_steps=1, warmup_steps=1, amp=expected))
+    assert result.amp == expected and steps == ["none", "bf16"] * 4
+    assert result.amp_probe == {"amp": expected, "none": none, "bf16": bf16, "cached": False}
+    assert result.history[0]["loss"] == forced.history[0]["loss"]  # the probe changed nothing
+    again = train(small_model(0), data, config)
+    assert again.amp_probe["cached"] is True and len(steps) == 8  # not timed again
 
 
 def test_the_linear_schedule_rises_then_falls_to_almost_zero_at_max_steps():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Literal, get_args
 
 import numpy as np
@@ -68,37 +68,35 @@ def cap_cpu_kernel_caches(capacity: int = CPU_KERNEL_CACHE_CAPACITY) -> None:
 AmpMode = Literal["auto", "none", "bf16", "fp16"]
 AMP_CHOICES: tuple[str, ...] = get_args(AmpMode)
 """The mixed precisions a run can ask for (``TrainConfig.amp``); ``"auto"`` resolves to another."""
-# Where bfloat16 autocast made a training step of the cpu profile faster than float32, as measured:
-# with AMX (Intel's matrix tiles), and on AMD's AVX-512 bfloat16 (2 cores of an AMD EPYC: 2.1x). An
-# Intel Xeon with AVX-512 bfloat16 but no AMX (a VM that hides it) made the step 1.4x SLOWER in
-# bfloat16 (2026-11-28), so AVX-512 bfloat16 alone counts only on AMD.
-BF16_CPU_FLAGS = frozenset({"amx_bf16"})
-BF16_CPU_FLAGS_AMD = frozenset({"avx512_bf16"})
 
 
-def amp_for_device(
-    device_type: str,
-    cuda_capability: tuple[int, int] | None = None,
-    cpu_flags: Iterable[str] = (),
-    cpu_vendor: str = "",
-) -> str:
-    """The mixed precision that pays on a device, from what the device can do (given, not probed).
+def amp_for_device(device_type: str, cuda_capability: tuple[int, int] | None = None) -> str:
+    """The mixed precision that pays on a GPU, from what it can do.
 
     On CUDA ``"bf16"`` from compute capability 8.0 (Ampere), whose tensor cores multiply bfloat16,
-    ``"fp16"`` before it (V100, T4), which trains with a gradient scaler. On a CPU ``"bf16"`` where
-    it was measured to pay (``BF16_CPU_FLAGS``: AMX; or AVX-512 bfloat16 on ``cpu_vendor``
-    ``"AuthenticAMD"``), since a CPU without fast bfloat16 matrix products trains slower in it than
-    in float32; elsewhere ``"none"``.
+    ``"fp16"`` before it (V100, T4), which trains with a gradient scaler; ``"none"`` elsewhere. A
+    CPU's answer is measured instead (:func:`~.choose_cpu_amp`), because the same CPU flags went
+    both ways on two machines.
     """
     if device_type == "cuda":
         if cuda_capability is None:
             raise ValueError("device_type='cuda' needs cuda_capability=(major, minor)")
         return "bf16" if tuple(cuda_capability) >= (8, 0) else "fp16"
-    if device_type == "cpu":
-        flags = set(cpu_flags)
-        amd = cpu_vendor == "AuthenticAMD" and bool(BF16_CPU_FLAGS_AMD & flags)
-        return "bf16" if BF16_CPU_FLAGS & flags or amd else "none"
     return "none"
+
+
+def resolve_amp(amp: str, device: torch.device) -> str:
+    """``amp`` itself, or for ``"auto"`` on a GPU :func:`amp_for_device` of ``device``. On a CPU
+    ``"auto"`` is measured by the training loop (:func:`~.choose_cpu_amp`), not resolved here.
+    """
+    if amp not in AMP_CHOICES:
+        raise ValueError(f"amp={amp!r} is not one of {list(AMP_CHOICES)}")
+    if amp != "auto":
+        return amp
+    if device.type == "cpu":
+        raise ValueError("amp='auto' on a CPU is measured: call choose_cpu_amp with a step to time")
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    return amp_for_device(device.type, capability)
 
 
 def cpu_info(path: str | os.PathLike[str] = "/proc/cpuinfo") -> dict[str, str]:
@@ -123,17 +121,3 @@ def cpu_flags() -> frozenset[str]:
     none).
     """
     return frozenset(cpu_info().get("flags", "").split())
-
-
-def resolve_amp(amp: str, device: torch.device) -> str:
-    """``amp`` itself, or for ``"auto"`` :func:`amp_for_device` of ``device`` as this machine
-    reports it.
-    """
-    if amp not in AMP_CHOICES:
-        raise ValueError(f"amp={amp!r} is not one of {list(AMP_CHOICES)}")
-    if amp != "auto":
-        return amp
-    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    if device.type != "cpu":
-        return amp_for_device(device.type, capability)
-    return amp_for_device("cpu", cpu_flags=cpu_flags(), cpu_vendor=cpu_info().get("vendor_id", ""))

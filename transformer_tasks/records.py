@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import sys
 
 import torch
 
@@ -36,6 +37,20 @@ def describe_machine(device: torch.device | None = None) -> dict[str, object]:
         "python": platform.python_version(),
         "torch": torch.__version__,
     }
+
+
+def peak_rss_mb() -> float | None:
+    """The most resident memory this process has held so far, in MB (10**6 bytes): written at the
+    end of a run, the run's peak (in a notebook, the kernel's, whatever else it ran). ``None``
+    where the system does not report it (Windows).
+    """
+    try:
+        import resource  # Unix only
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux counts kilobytes (1,024 bytes), macOS bytes.
+    return round(peak / 1e6 if sys.platform == "darwin" else peak * 1024 / 1e6, 1)
 
 
 def source_commit(folder: str | os.PathLike[str] = ".") -> str | None:

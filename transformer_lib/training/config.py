@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from ..runtime import AMP_CHOICES, AmpMode
 from ..validation import check_bool, check_choice, check_positive_int, check_probability
@@ -36,8 +36,9 @@ class TrainConfig:
         label_smoothing: ``epsilon_ls`` of ``F.cross_entropy`` (the paper: 0.1).
         grad_accum: batches whose gradients are summed before each optimizer step (per process).
         clip_norm: clip the global gradient norm to this value (``None``: off, as in the paper).
-        amp: ``"none"`` (float32), ``"bf16"``, ``"fp16"`` (CUDA, ``GradScaler``), ``"auto"``
-            (:func:`~.amp_for_device`).
+        amp: ``"none"`` (float32), ``"bf16"``, ``"fp16"`` (CUDA, ``GradScaler``), ``"auto"`` (on
+            a GPU :func:`~.amp_for_device`; on a CPU the faster of float32 and bfloat16, timed on
+            the model's own step: :func:`~.choose_cpu_amp`).
         adam_betas, adam_eps: Adam's hyper-parameters (the paper: ``(0.9, 0.98)``, ``1e-9``).
         eval_every: evaluate every this many steps (``None``: every epoch), and always at the end.
         monitor, mode: the metric (a key of ``evaluate``'s dict) whose best value the result
@@ -146,6 +147,9 @@ class TrainResult:
         best_metric, best_step: best value of ``monitor`` seen and its step (``None`` without one).
         world_size, amp: processes that trained together; the mixed precision used (``"auto"``
             resolved).
+        amp_probe: for ``amp="auto"`` on a CPU, what decided it (:func:`~.choose_cpu_amp`): the
+            median seconds of a step in float32 (``"none"``) and in bfloat16, and whether the
+            answer came from this machine's cache; ``None`` otherwise.
     """
 
     history: list[dict[str, float]] = field(default_factory=list)
@@ -159,6 +163,7 @@ class TrainResult:
     best_step: int | None = None
     world_size: int = 1
     amp: AmpMode = "none"
+    amp_probe: dict[str, Any] | None = None
 
     @property
     def stopped_early(self) -> bool:

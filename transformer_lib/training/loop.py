@@ -30,6 +30,7 @@ from ..runtime import cap_cpu_kernel_caches, resolve_amp, set_seed
 from .config import TrainConfig, TrainResult
 from .distributed import all_gather_object, barrier, broadcast_object, is_distributed, shard_batches
 from .loss import BatchForward, batch_logits
+from .precision import probe_cpu_amp
 from .schedule import linear_decay_schedule, noam_schedule
 from .state import TrainState, load_training_state, rng_state, save_training_state
 from .step import Optimization, StepSetup, optimizer_step, wrap_for_ranks
@@ -70,12 +71,19 @@ def train(
     _check_arguments(model, train_data, config, evaluate, resume_from, metadata)
     device = torch.device(device)
     rank, world = (dist.get_rank(), dist.get_world_size()) if is_distributed() else (0, 1)
-    amp = resolve_amp(config.amp, device)  # "auto": what pays on this device
+    amp, amp_probe = config.amp, None
+    if device.type == "cpu" and amp in ("auto", "bf16"):
+        cap_cpu_kernel_caches()  # before the first bfloat16 kernel; else memory grows with shapes
+    if device.type == "cpu" and amp == "auto":  # measured on this machine, once
+        if rank == 0:
+            amp_probe, train_data = probe_cpu_amp(model, train_data, config, forward)
+        amp_probe = broadcast_object(amp_probe) if world > 1 else amp_probe
+        amp = amp_probe["amp"]
+    amp = resolve_amp(amp, device)  # "auto" on a GPU: what its compute capability offers
     _check_device(amp, device, world > 1)
-    if amp == "bf16" and device.type == "cpu":
-        cap_cpu_kernel_caches()  # else memory grows with every new batch shape
     model = model.to(device)
-    state = TrainState(world_size=world, result=TrainResult(world_size=world, amp=amp))
+    result = TrainResult(world_size=world, amp=amp, amp_probe=amp_probe)
+    state = TrainState(world_size=world, result=result)
 
     def budget_spent() -> float:  # the linear schedule also decays with the time spent
         return state.result.train_seconds / config.time_budget_s
@@ -94,7 +102,7 @@ def train(
     else:  # weights, Adam, schedule, random generators, where the data stood
         state = load_training_state(resume_from, model, parts, device, rank, world)
         state.result.stop_reason = ""  # this call's config decides when to stop
-        state.result.amp = amp
+        state.result.amp, state.result.amp_probe = amp, amp_probe
     setup = StepSetup(
         # after loading: DistributedDataParallel copies rank 0's weights to the others
         model=wrap_for_ranks(model, device) if world > 1 else model,

@@ -18,7 +18,7 @@ from transformer_lib.data.tokenizer import BPETokenizer
 from transformer_lib.files import atomic_write
 from transformer_lib.model import Transformer
 
-from ..records import describe_machine, source_commit
+from ..records import describe_machine, peak_rss_mb, source_commit
 from .data import TASK, checkpoint_metadata
 from .profiles import DecodeConfig
 from .score import TranslationEvaluation
@@ -56,6 +56,7 @@ def translation_summary(
         "threads": run.threads,
         "world_size": run.world_size,
         "amp": run.result.amp,
+        "amp_probe": run.result.amp_probe,
         "stop_reason": run.stop_reason,
         "tokens_per_s": round(run.tokens_per_s, 1),
         "steps_per_epoch": run.steps_per_epoch,
@@ -114,13 +115,15 @@ def save_translation(
 def write_translation_results(
     path: str | Path, summary: dict[str, Any], device: Any = None
 ) -> Path:
-    """Write ``{"results": summary, "machine": ..., "commit": ..., "date": ...}`` as JSON,
-    atomically: the commit of the package's code (``+changes`` with uncommitted changes; ``None``
-    outside a clone), UTC time.
+    """Write ``{"results": summary, "machine": ..., "peak_rss_mb": ..., "commit": ..., "date":
+    ...}`` as JSON, atomically: the process's peak resident memory so far (:func:`~.peak_rss_mb`),
+    the commit of the package's code (``+changes`` with uncommitted changes; ``None`` outside a
+    clone), UTC time.
     """
     record = {
         "results": summary,
         "machine": describe_machine(device),
+        "peak_rss_mb": peak_rss_mb(),
         "commit": source_commit(Path(__file__).parent),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }

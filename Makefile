@@ -1,7 +1,7 @@
 # Two commands do all set-up on a fresh machine (Python 3.11+, Linux or macOS):
 #   make book      build the book and print where to open it
 #   make test      run every test (what CI runs: .ci/run), the chapters with the smoke profile
-#   make test-fast the library's and the application's quick tests (about a minute): while changing code
+#   make test-fast the library's and the application's quick tests (a minute or two): while changing code
 # and, for authors:
 #   make screenshots full-page screenshots of the built site in _build/screenshots/ (browser test)
 #   make figures   redraw the figures (figures/) with transformer_book: the architecture, the chapters' maps

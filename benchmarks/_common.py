@@ -141,13 +141,20 @@ def timing_parser(
 def command_line(script: str, args: argparse.Namespace) -> str:
     """The command that gives this result again: ``script`` with every option set (``--results``
     left out, as it only says where to write)."""
-    options = (f"--{k} {v}" for k, v in vars(args).items() if k != "results" and v is not None)
+    options = (
+        f"--{k.replace('_', '-')} {v}"  # argparse stores --profile-steps as profile_steps
+        for k, v in vars(args).items()
+        if k != "results" and v is not None
+    )
     return " ".join([f"benchmarks/{script}", *options])
 
 
 def write_results(path: Path | None, result: dict[str, Any]) -> None:
-    """Write ``result`` as indented JSON to ``path`` atomically (nothing when ``path`` is None)."""
+    """Write ``result`` as indented JSON to ``path`` atomically (nothing when ``path`` is None),
+    with the process's peak resident memory so far.
+    """
     if path is None:
         return
+    result["peak_rss_mb"] = peak_rss_mb()
     text = json.dumps(result, indent=2) + "\n"
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -161,10 +161,14 @@ def test_set_reaches_every_section_parsing_by_the_fields_types() -> None:
         "the profile itself is left as it was"
     )
     # Every field of every section can be reached, except the vocabulary sizes (set by
-    # data.vocab_size).
+    # data.vocab_size) and train.keep_last (by average_last).
     assert len(
         settable_fields(cpu)
     ) == 3 + 16 + 20 + 5 + 4 and "model.src_vocab_size" not in settable_fields(cpu)
+    # train.keep_last follows average_last: the checkpoints kept are those averaged
+    assert "train.keep_last" not in settable_fields(cpu)
+    with pytest.raises(ValueError, match="train.keep_last follows average_last; set that"):
+        apply_overrides(cpu, ["train.keep_last=3"])
 
 
 @pytest.mark.parametrize(

@@ -349,6 +349,38 @@ def test_a_checkpoint_directory_keeps_the_newest_whole_state_and_resumes_from_it
         train(small_model(), data, quiet(max_steps=8, **config), resume_from=empty)
 
 
+def test_keep_last_writes_every_evaluation_and_keeps_the_last_ones_and_the_best(tmp_path):
+    """With ``keep_last=3`` every evaluation writes a checkpoint, and the directory keeps the model
+    files of the last 3 evaluations and of the best one (the highest metric, step 2 here), and the
+    training state of the newest only: what checkpoint averaging reads, without Adam's moments."""
+    history = iter([5.0, 1.0, 2.0, 3.0, 4.0, 0.5])  # the metric at steps 2, 4, ..., 12
+
+    def scores(model):
+        return {"m": next(history)}
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    config = quiet(
+        max_steps=12,
+        warmup_steps=3,
+        eval_every=2,
+        monitor="m",
+        checkpoint_path=str(folder),
+        keep_last=3,
+    )
+    result = train(small_model(0), epoch_data(3), config, evaluate=scores)
+    assert result.best_step == 2
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "step-0000002.safetensors",  # the best
+        "step-0000008.safetensors",  # the last three evaluations
+        "step-0000010.safetensors",
+        "step-0000012.safetensors",
+        "step-0000012.train_state.pt",  # the newest state, to resume from
+    ]
+    with pytest.raises(ValueError, match="keep_last"):
+        TrainConfig(keep_last=0, max_steps=1)
+
+
 def test_a_run_resumed_at_its_time_budget_takes_no_more_step(tmp_path):
     path = tmp_path / "run.safetensors"
     config = quiet(max_steps=10_000, time_budget_s=0.2, warmup_steps=1, checkpoint_path=str(path))

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from transformer_lib import load_checkpoint, read_checkpoint_header, save_checkpoint
 from transformer_lib.data.tokenizer import BPETokenizer
@@ -373,23 +373,24 @@ def test_a_killed_run_resumes_to_the_weights_of_the_uninterrupted_run(
 
     Exactly (``torch.equal``): one process on one thread does the same operations in the same order
     as the uninterrupted run, so it gets the same floating-point numbers. A resume that lost Adam's
-    moments, the schedule, the data position, the dropout generator or the snapshots averaged at the
-    end would not; one that started again from scratch would report no ``resumed_from_step``.
+    moments, the schedule, the data position, the dropout generator or the checkpoints averaged at
+    the end would not; one that started again from scratch would report no ``resumed_from_step``.
     """
     killed = _train(multi30k_dir, tmp_path, launch=("-c", KILLED_AT_STEP, "35"))
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     folder = tmp_path / "checkpoints"
     left = [
+        "step-0000020.safetensors",
         "step-0000030.safetensors",
         "step-0000030.train_state.pt",
         "step-0000035.train_state.pt",
     ]
     assert sorted(p.name for p in folder.glob("step-*")) == left, (
-        "step 30 whole, step 35 half-written"
+        "step 20's evaluated weights (averaging reads them), step 30 whole, step 35 half-written"
     )
     assert not (tmp_path / "model.safetensors").exists()
-    first_snapshot = folder / "snapshot-0001.safetensors"  # the weights evaluated at step 20
-    written = first_snapshot.stat()
+    first_evaluated = folder / "step-0000020.safetensors"
+    written = first_evaluated.stat()
 
     resumed = _train(multi30k_dir, tmp_path, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -398,8 +399,8 @@ def test_a_killed_run_resumes_to_the_weights_of_the_uninterrupted_run(
     )
     assert result.pop("resumed_from_step") == 30 and "resumed_from_step" not in expected
     # A run that started again from scratch would reach the same weights: it would also evaluate
-    # step 20 again, writing its snapshot anew (a new file, renamed over the old one).
-    again = first_snapshot.stat() if first_snapshot.exists() else None
+    # step 20 again, writing its checkpoint anew (a new file, renamed over the old one).
+    again = first_evaluated.stat() if first_evaluated.exists() else None
     assert again is not None and (again.st_ino, again.st_mtime_ns) == (
         written.st_ino,
         written.st_mtime_ns,
@@ -421,14 +422,15 @@ def test_a_killed_run_resumes_to_the_weights_of_the_uninterrupted_run(
     assert configs[0] == configs[1], "the same configuration, but for the directory"
     # losses, BLEU, translations, averaging
     assert result == expected and result["steps"] == SMOKE_STEPS
-    # The saved model (the last weights or the average of the last snapshots), the last checkpoint's
-    # weights, Adam's moments and every step's loss are those of the uninterrupted run.
+    # The saved model (the last weights or the average of the last checkpoints), the last
+    # checkpoint's weights, Adam's moments and every step's loss are those of the uninterrupted run.
     _assert_equal_tensors(load_file(tmp_path / "model.safetensors"), load_file(smoke["checkpoint"]))
     last = "step-0000040"
     assert sorted(p.name for p in folder.glob("step-*")) == [
+        "step-0000020.safetensors",
         f"{last}.safetensors",
         f"{last}.train_state.pt",
-    ]
+    ], "the last two evaluations' weights, and the newest state"
     _assert_equal_tensors(
         load_file(folder / f"{last}.safetensors"),
         load_file(smoke["checkpoints"] / f"{last}.safetensors"),
@@ -565,10 +567,13 @@ def test_time_budget_ends_training(multi30k_dir: Path) -> None:
     assert result["steps"] < 100_000 and result["test_pairs"] == 8
 
 
-def test_checkpoint_average_is_the_elementwise_mean() -> None:
+def test_checkpoint_average_is_the_elementwise_mean(tmp_path: Path) -> None:
     a = {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor([2, 4])}
     b = {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor([4, 8])}
-    mean = translation_training._average_state_dicts([a, b])
+    paths = [tmp_path / "a.safetensors", tmp_path / "b.safetensors"]
+    for weights, path in zip((a, b), paths, strict=True):
+        save_file(weights, str(path))
+    mean = translation_training._mean_of(paths)
     torch.testing.assert_close(mean["w"], torch.tensor([2.0, 4.0]))
     assert mean["n"].dtype == torch.int64 and mean["n"].tolist() == [3, 6]
 

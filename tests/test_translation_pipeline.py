@@ -8,14 +8,17 @@ second or two. Nothing here downloads.
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import save_file
 
-from transformer_lib import evaluate_loss, read_checkpoint_header, token_batches
+from transformer_lib import evaluate_loss, read_checkpoint_header, save_checkpoint, token_batches
 from transformer_lib.data.batching import epoch_seed
+from transformer_lib.training import TrainResult
 from transformer_lib.training import state as training_state
 from transformer_tasks import (
     DecodeConfig,
@@ -133,7 +136,7 @@ def test_run_history_and_throughput_describe_the_training(run: TranslationRun) -
 def test_kept_weights_are_the_candidate_of_lowest_validation_loss(run: TranslationRun) -> None:
     assert not run.model.training, "the trained model is handed back in eval mode"
     assert run.val_loss_last == run.val_history[-1]["val_loss"]
-    assert run.val_loss_averaged is not None, "three snapshots were kept, so an average was tried"
+    assert run.val_loss_averaged is not None, "three checkpoints were kept, so an average was tried"
     names = set(run.candidates)
     assert {"last", "average of the last 2", "average of the last 3"} <= names
     assert run.val_loss_averaged == run.candidates["average of the last 3"]
@@ -188,11 +191,11 @@ def test_a_run_stopped_while_checkpointing_resumes_to_the_uninterrupted_run(
     run: TranslationRun, multi30k_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stopped at step 20, after the evaluations of steps 8 and 16: the resumed run needs both
-    snapshots.
+    evaluations' checkpoints.
 
-    The run averages the snapshots of its last 3 evaluations (8, 16, 24): the resumed run reads the
-    first two from the directory, so its kept weights are those of the uninterrupted ``run``,
-    exactly.
+    The run averages the checkpoints of its last 3 evaluations (8, 16, 24): the resumed run reads
+    the first two from the directory, so its kept weights are those of the uninterrupted ``run``
+    (whose checkpoints went to a temporary folder), exactly.
     """
     save_model = training_state.save_checkpoint
 
@@ -208,15 +211,15 @@ def test_a_run_stopped_while_checkpointing_resumes_to_the_uninterrupted_run(
         patch.setattr(training_state, "save_checkpoint", save_or_stop)
         with pytest.raises(_Stopped):
             train_translation(multi30k_dir, every, "cpu")
-    snapshots = sorted((tmp_path / "run").glob("snapshot-*"))
-    assert [p.name for p in snapshots] == ["snapshot-0001.safetensors", "snapshot-0002.safetensors"]
-    written = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in snapshots]
+    evaluated = sorted((tmp_path / "run").glob("step-*.safetensors"))
+    assert [p.name for p in evaluated] == ["step-0000008.safetensors", "step-0000016.safetensors"]
+    written = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in evaluated]
     resumed = train_translation(multi30k_dir, every, "cpu", resume=True)
     assert resumed.resumed_from_step == 16 and run.resumed_from_step == 0
     # Steps 8 and 16 were not evaluated again (a run started from scratch would have written these
     # anew).
     assert [
-        (p.stat().st_ino, p.stat().st_mtime_ns) if p.exists() else None for p in snapshots
+        (p.stat().st_ino, p.stat().st_mtime_ns) if p.exists() else None for p in evaluated
     ] == written
     assert run.averaged_checkpoints == resumed.averaged_checkpoints
     for name, tensor in run.model.state_dict().items():
@@ -376,47 +379,56 @@ def test_saved_run_translates_like_the_model_in_memory(
     )
 
 
-def test_choose_weights_keeps_an_older_best_snapshot_and_says_which() -> None:
+def _checkpoints(folder: Path, values: dict[int, float]) -> None:
+    """Model files of a one-parameter "model", as the training loop names them, by step."""
+    folder.mkdir()
+    for step, value in values.items():
+        save_file({"weight": torch.tensor([[value]])}, str(folder / f"step-{step:07d}.safetensors"))
+
+
+def test_choose_weights_keeps_an_older_best_checkpoint_and_says_which(tmp_path: Path) -> None:
     # Three "models" of one parameter: the validation loss is the parameter's distance from 1.0.
     model = torch.nn.Linear(1, 1, bias=False)
-    snapshots = translation_training._Snapshots(keep=2)
-    history = []
-    for step, value in ((10, 0.9), (20, 3.0), (30, 5.0)):  # the first evaluation is the best
-        weights = {"weight": torch.tensor([[value]])}
-        snapshots.add(weights, abs(value - 1.0))
-        history.append({"step": step, "val_loss": abs(value - 1.0)})
+    values = {10: 0.9, 20: 3.0, 30: 5.0}  # the first evaluation is the best
+    _checkpoints(tmp_path / "a", values)
+    history = [{"step": step, "val_loss": abs(value - 1.0)} for step, value in values.items()]
+    result = TrainResult(eval_history=history, best_step=10)
 
     def loss(m: torch.nn.Module) -> float:
         return abs(m.weight.item() - 1.0)
 
-    choice = translation_training.choose_weights(model, snapshots, history, loss)  # type: ignore[arg-type]
+    choice = translation_training.choose_weights(model, tmp_path / "a", result, 2, loss)  # type: ignore[arg-type]
     assert choice.candidates == pytest.approx(
         {"last": 4.0, "average of the last 2": 3.0, "best, step 10": 0.1}
     )
     assert choice.name == "best, step 10" and choice.averaged == 1
+    assert choice.full_average_loss == pytest.approx(3.0)
     assert model.weight.item() == pytest.approx(0.9)
     # Without an older best, the average of the last two wins over the last weights.
-    snapshots = translation_training._Snapshots(keep=2)
-    for value in (1.5, 0.7):
-        snapshots.add({"weight": torch.tensor([[value]])}, abs(value - 1.0))
+    _checkpoints(tmp_path / "b", {1: 1.5, 2: 0.7})
     history = [{"step": 1, "val_loss": 0.5}, {"step": 2, "val_loss": 0.3}]
-    choice = translation_training.choose_weights(model, snapshots, history, loss)  # type: ignore[arg-type]
+    result = TrainResult(eval_history=history, best_step=2)
+    choice = translation_training.choose_weights(model, tmp_path / "b", result, 2, loss)  # type: ignore[arg-type]
     assert choice.name == "average of the last 2" and choice.averaged == 2
     assert model.weight.item() == pytest.approx(1.1)
 
 
-def test_snapshots_and_averages_hold_tied_weights_once(run: TranslationRun) -> None:
-    # The source and target embeddings and the output layer are one matrix in the model.
-    snapshot = translation_training._weights_snapshot(run.model)
+def test_averaged_files_keep_tied_weights_tied(run: TranslationRun, tmp_path: Path) -> None:
+    # The source and target embeddings and the output layer are one matrix in the model; a model
+    # file stores it once, and the average loads into all three names.
+    paths = [save_checkpoint(run.model, tmp_path / f"step-{n:07d}.safetensors") for n in (1, 2)]
+    model = copy.deepcopy(run.model)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()
+    translation_training._load_weights(model, translation_training._mean_of(paths))
     tied = ["src_embed.embedding.weight", "tgt_embed.embedding.weight", "generator.weight"]
-    assert len({snapshot[name].data_ptr() for name in tied}) == 1
-    state = run.model.state_dict()
-    assert snapshot.keys() == state.keys()
-    assert all(torch.equal(snapshot[k], state[k]) for k in state)
-    assert snapshot[tied[0]].data_ptr() != state[tied[0]].data_ptr(), "a copy, not a view"
-    average = translation_training._average_state_dicts([snapshot, snapshot])
-    assert len({average[name].data_ptr() for name in tied}) == 1
-    assert all(torch.equal(average[k], snapshot[k]) for k in state)
+    state = model.state_dict()
+    assert len({state[name].data_ptr() for name in tied}) == 1
+    for name, tensor in run.model.state_dict().items():
+        assert torch.equal(state[name], tensor), name
+    with pytest.raises(ValueError, match="do not fit the model"):
+        translation_training._load_weights(model, {"no such weight": torch.zeros(1)})
 
 
 def test_sweep_decoding_scores_every_setting_and_picks_the_best_beam_row(

@@ -45,7 +45,11 @@ class TrainConfig:
             records, and that ``target`` watches; ``"max"`` if larger is better.
         target: stop once ``monitor`` reaches this.
         checkpoint_path, checkpoint_every: write the resumable state there every this many steps
-            and at the end (a directory keeps the newest ``step-N`` pair).
+            and at the end (a directory keeps the newest ``step-N`` pair: model and state).
+        keep_last: above 1, every evaluation also writes a checkpoint, and a checkpoint
+            directory keeps the model files of the last this many evaluations besides the newest
+            and the ``best_step``'s (with ``monitor``): what checkpoint averaging reads. Only the
+            newest keeps its training state (Adam's moments are twice the weights).
         seed: seeds dropout and the data order (rank ``r`` of ``torchrun``: ``seed + r``), not the
             weights.
         progress: a tqdm bar on stderr (rank 0 only; tqdm's ``TQDM_DISABLE`` also hides it).
@@ -69,6 +73,7 @@ class TrainConfig:
     target: float | None = None
     checkpoint_path: str | None = None
     checkpoint_every: int | None = None
+    keep_last: int = 1
     seed: int = 0
     progress: bool = True
 
@@ -116,6 +121,7 @@ class TrainConfig:
         for name in ("eval_every", "checkpoint_every"):
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
+        check_positive_int("keep_last", self.keep_last)
         check_choice("mode", self.mode, ("max", "min"))
         check_bool("progress", self.progress)
         if self.monitor is None and self.target is not None:

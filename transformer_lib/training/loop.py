@@ -148,10 +148,9 @@ def train(
                     _evaluate(model, evaluate, config, state)  # reaching target stops the run
                 if _must_stop(config, state):  # target, max_steps, time_budget_s
                     break
-                every = config.checkpoint_every
-                if every is not None and state.step % every == 0:
+                if _checkpoint_due(config, state):
                     # after the evaluation: a run resumed here does not miss it
-                    _save(config.checkpoint_path, model, parts, state, metadata, rank, world)
+                    _save(config, model, parts, state, metadata, rank, world)
             if result.stop_reason:
                 break
             if state.batch_in_epoch == 0:  # not one batch this epoch, nor before a resume
@@ -162,11 +161,13 @@ def train(
             result.epochs = state.epoch
             if config.eval_every is None:
                 _evaluate(model, evaluate, config, state)
+                if _checkpoint_due(config, state):
+                    _save(config, model, parts, state, metadata, rank, world)
         # a last evaluation, unless this step was just evaluated or reached the target
         if state.last_eval_step != state.step and not result.stopped_early:
             _evaluate(model, evaluate, config, state)
         result.epochs = state.epoch
-    _save(config.checkpoint_path, model, parts, state, metadata, rank, world)
+    _save(config, model, parts, state, metadata, rank, world)
     return result
 
 
@@ -178,6 +179,15 @@ def _must_stop(config: TrainConfig, state: TrainState) -> bool:
     if not result.stop_reason:
         result.stop_reason = limit_reached(config, state)
     return bool(result.stop_reason)
+
+
+def _checkpoint_due(config: TrainConfig, state: TrainState) -> bool:
+    """Whether this step writes a checkpoint: every ``checkpoint_every`` steps, and after every
+    evaluation when ``keep_last`` keeps more than one (averaging reads the evaluated weights).
+    """
+    every = config.checkpoint_every
+    periodic = every is not None and state.step % every == 0
+    return periodic or (config.keep_last > 1 and state.last_eval_step == state.step)
 
 
 def limit_reached(config: TrainConfig, state: TrainState) -> str:
@@ -366,7 +376,7 @@ def _evaluate(
 
 
 def _save(
-    path: str | None,
+    config: TrainConfig,
     model: nn.Module,
     parts: Optimization,
     state: TrainState,
@@ -374,12 +384,13 @@ def _save(
     rank: int,
     world: int,
 ) -> None:
-    """Write the resumable checkpoint to ``path`` (rank 0 only; every rank's random state goes into
-    it); nothing without a path.
+    """Write the resumable checkpoint to ``config.checkpoint_path`` (rank 0 only; every rank's
+    random state goes into it); nothing without a path.
     """
-    if path is None:
+    if config.checkpoint_path is None:
         return
     rank_rngs = all_gather_object(rng_state()) if world > 1 else [rng_state()]
     if rank == 0:
-        save_training_state(Path(path), model, parts, state, dict(metadata or {}), rank_rngs)
+        path, meta = Path(config.checkpoint_path), dict(metadata or {})
+        save_training_state(path, model, parts, state, meta, rank_rngs, config.keep_last)
     barrier()

@@ -56,13 +56,16 @@ def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
     """The newest whole checkpoint of a checkpoint directory (model and training state both
     written), or ``None``.
     """
+    whole = [path for _, path in kept_checkpoints(directory) if train_state_path(path).is_file()]
+    return whole[-1] if whole else None
+
+
+def kept_checkpoints(directory: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """The model files ``step-N.safetensors`` of a checkpoint directory as ``(N, path)``, oldest
+    first: the newest, the best and the last ``keep_last`` evaluations' (:class:`~.TrainConfig`).
+    """
     files = Path(directory).glob("step-*.safetensors")
-    found = [
-        (int(f.stem[5:]), f)
-        for f in files
-        if f.stem[5:].isdigit() and train_state_path(f).is_file()
-    ]
-    return max(found)[1] if found else None  # by step, after "step-"
+    return sorted((int(f.stem[5:]), f) for f in files if f.stem[5:].isdigit())
 
 
 def rng_state() -> dict[str, Any]:
@@ -102,9 +105,12 @@ def save_training_state(
     train_state: TrainState,
     metadata: dict[str, Any],
     rank_rngs: list[dict[str, Any]],
+    keep_last: int = 1,
 ) -> None:
     """Write the training state, then the model (both record the step: a resume detects a crash
-    between the two writes); ``rank_rngs``: every rank's :func:`~.rng_state`, in rank order.
+    between the two writes); ``rank_rngs``: every rank's :func:`~.rng_state`, in rank order. In a
+    directory, the newest model and state stay, and the model files of the best step and (with
+    ``keep_last`` above 1) of the last ``keep_last`` evaluations (:attr:`~.TrainConfig.keep_last`).
     """
     step = train_state.step
     target = Path(path)
@@ -122,9 +128,13 @@ def save_training_state(
     atomic_write(train_state_path(path), lambda tmp: torch.save(state, tmp))
     training = {"step": step, "epoch": train_state.epoch, "world_size": train_state.world_size}
     save_checkpoint(model, path, **{**metadata, "training": training})
-    if in_directory:  # older pairs, and any half-written pair of a killed run, go
+    if in_directory:  # older files, and any half-written pair of a killed run, go
+        result = train_state.result
+        evaluated = [int(row["step"]) for row in result.eval_history][-keep_last:]
+        kept = {step, result.best_step, *(evaluated if keep_last > 1 else [])}
+        models = {f"step-{n:07d}.safetensors" for n in kept if n is not None}
         for file in target.glob("step-*"):
-            if file.name not in (path.name, train_state_path(path).name):
+            if file.name not in (*models, train_state_path(path).name):
                 file.unlink(missing_ok=True)
 
 

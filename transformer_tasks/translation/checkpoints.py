@@ -1,25 +1,20 @@
 """The checkpoint directory of a translation run (``train.checkpoint_path``, ``--checkpoint-dir``).
 
-It holds the newest training state (:mod:`~transformer_lib.training.state`), the snapshots of the
-last ``average_last`` evaluations and that of the best evaluation so far (the lowest validation
-loss), from which the run chooses its final weights (a resumed run too). A run only
-resumes a directory written with its configuration (:func:`run_identity`), processes and tokenizer.
+It holds what the training loop keeps (:mod:`~transformer_lib.training.state`): the newest
+training state, and the model files of the last ``average_last`` checkpoints and of the best
+evaluation so far (the lowest validation loss), from which the run chooses its final weights (a
+resumed run too). A run only resumes a directory written with its configuration
+(:func:`run_identity`), processes and tokenizer.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import MISSING, asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-from safetensors.torch import load_file, save_file
-
 from transformer_lib.checkpoint import read_checkpoint_header
 from transformer_lib.data.tokenizer import BPETokenizer
-from transformer_lib.files import atomic_write
-from transformer_lib.training.distributed import is_main_process
 from transformer_lib.training.state import latest_checkpoint, read_loop_state
 
 from .data import TASK, checkpoint_metadata
@@ -121,8 +116,6 @@ class RunDirectory:
         # where the run continues (0, 0: afresh)
         self.step, self.epoch = int(loop["step"]), int(loop["epoch"])
         self.eval_history: list[dict[str, Any]] = loop["result"]["eval_history"]
-        # evaluations done (and snapshots taken)
-        self.evaluations = len(self.eval_history)
         # what train() resumes from: its newest state
         self.resume_from = self.directory if resume else None
 
@@ -173,73 +166,3 @@ class RunDirectory:
         settings.
         """
         return {**checkpoint_metadata(tokenizer, decoding), "run": self.identity}
-
-    def _snapshot_files(self, kind: str = "snapshot") -> dict[int, Path]:
-        """The files ``{kind}-NNNN.safetensors`` by evaluation number ``NNNN`` (from 1)."""
-        paths = self.directory.glob(f"{kind}-*.safetensors")
-        numbers = {p: p.stem.removeprefix(f"{kind}-") for p in paths}
-        return {int(number): p for p, number in numbers.items() if number.isdigit()}
-
-    def restore_snapshots(self, keep: int) -> list[dict[str, torch.Tensor]]:
-        """The snapshots of the last ``keep`` evaluations before the resumed step (none for a new
-        run); later ones (of a run killed between an evaluation and its next state) are removed:
-        they are redone.
-        """
-        files = self._snapshot_files()
-        if is_main_process():
-            for evaluation in [k for k in files if k > self.evaluations]:
-                files.pop(evaluation).unlink(missing_ok=True)
-        wanted = range(self.evaluations - keep + 1, self.evaluations + 1)
-        return [load_file(str(files[k])) for k in wanted if k in files]
-
-    def restore_best(self) -> tuple[dict[str, torch.Tensor] | None, float]:
-        """The snapshot of the best evaluation before the resumed step and its validation loss
-        (``None, inf`` for a new run, or when its file is gone); later best files are removed.
-        """
-        files = self._snapshot_files("best")
-        if is_main_process():
-            for evaluation in [k for k in files if k > self.evaluations]:
-                files.pop(evaluation).unlink(missing_ok=True)
-        losses = [row["val_loss"] for row in self.eval_history]
-        if not losses:
-            return None, math.inf
-        best = losses.index(min(losses)) + 1  # evaluations count from 1
-        if best not in files:
-            return None, math.inf
-        return load_file(str(files[best])), losses[best - 1]
-
-    def save_snapshot(
-        self, weights: dict[str, torch.Tensor], keep: int, is_best: bool = False
-    ) -> None:
-        """Write the snapshot of this evaluation (and, if ``is_best``, as the best one), and remove
-        those no longer needed (rank 0 writes). The best file before the newest stays, for a run
-        killed between this evaluation and its training state: its resume redoes this evaluation.
-        """
-        self.evaluations += 1
-        if not is_main_process():
-            return
-        weights = _unshared(weights)
-        if keep >= 2:  # averaging one snapshot is no averaging: the last weights are in the state
-            path = self.directory / f"snapshot-{self.evaluations:04d}.safetensors"
-            atomic_write(path, lambda tmp: save_file(weights, str(tmp)))
-            for evaluation, old in self._snapshot_files().items():
-                if evaluation <= self.evaluations - keep:
-                    old.unlink(missing_ok=True)
-        if is_best:
-            path = self.directory / f"best-{self.evaluations:04d}.safetensors"
-            atomic_write(path, lambda tmp: save_file(weights, str(tmp)))
-            for _, old in sorted(self._snapshot_files("best").items())[:-2]:
-                old.unlink(missing_ok=True)
-
-
-def _unshared(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``weights`` with a copy for each further name of a tensor held under several names (tied
-    weights): safetensors refuses to write one tensor twice, and the file stays as it always was.
-    """
-    seen: set[int] = set()
-    unshared = {}
-    for name, tensor in weights.items():
-        pointer = tensor.data_ptr()
-        unshared[name] = tensor.clone() if pointer in seen and tensor.numel() else tensor
-        seen.add(pointer)
-    return unshared

@@ -19,6 +19,8 @@ from transformer_lib.training import TrainConfig
 from transformer_lib.validation import check_non_negative, check_positive_int
 
 VOCABULARY_FIELDS = ("src_vocab_size", "tgt_vocab_size")  # set by data.vocab_size, not on their own
+# Set from another field: the checkpoints the loop keeps are those that average_last averages.
+DERIVED_FIELDS = {"train.keep_last": "average_last"}
 
 
 @dataclass(frozen=True)
@@ -291,7 +293,8 @@ def settable_fields(config: TranslationConfig) -> list[str]:
     """Every dotted name :func:`apply_overrides` accepts, section by section."""
     top = [f.name for f in fields(config) if f.name not in SECTIONS]
     nested = [f"{s}.{f.name}" for s in SECTIONS for f in fields(getattr(config, s))]
-    return top + [name for name in nested if name.removeprefix("model.") not in VOCABULARY_FIELDS]
+    own = [name for name in nested if name.removeprefix("model.") not in VOCABULARY_FIELDS]
+    return top + [name for name in own if name not in DERIVED_FIELDS]
 
 
 def apply_overrides(config: TranslationConfig, settings: Sequence[str]) -> TranslationConfig:
@@ -315,6 +318,10 @@ def apply_overrides(config: TranslationConfig, settings: Sequence[str]) -> Trans
             raise ValueError(
                 f"setting {setting!r}: unknown section {section!r}; the sections are "
                 f"{list(SECTIONS)}"
+            )
+        if path in DERIVED_FIELDS:
+            raise ValueError(
+                f"setting {setting!r}: {path} follows {DERIVED_FIELDS[path]}; set that"
             )
         if path not in settable_fields(config):
             where = f"section {section!r}" if section else "a translation config"

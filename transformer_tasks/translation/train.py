@@ -1,17 +1,20 @@
 """Steps 2-3 of the translation pipeline: train, then keep the weights of lowest validation loss
-among the last, the averages of the last snapshots and the best one (:func:`choose_weights`).
+among the last, the averages of the last checkpoints and the best one (:func:`choose_weights`),
+read from the checkpoints the training loop keeps (``keep_last``).
 """
 
 from __future__ import annotations
 
-import math
+import contextlib
+import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
 from transformer_lib.data.batching import Batch, batch_loader, epoch_seed
@@ -20,52 +23,19 @@ from transformer_lib.model import Transformer
 from transformer_lib.runtime import pick_device, set_seed, torch_threads
 from transformer_lib.training import TrainResult, evaluate_loss, train
 from transformer_lib.training.distributed import (
+    barrier,
+    broadcast_object,
     is_distributed,
+    is_main_process,
     main_process_first,
     world_size,
 )
+from transformer_lib.training.state import kept_checkpoints
 
 from ..multi30k import load_multi30k
 from .checkpoints import RunDirectory
 from .data import TranslationData, prepare_translation_data
 from .profiles import TranslationConfig, default_profile, translation_profile
-
-
-def _average_state_dicts(snapshots: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Element-wise mean of several ``state_dict`` snapshots of the same model.
-
-    A tensor that several names share in the first snapshot (tied weights: one embedding matrix for
-    the source, the target and the output layer) is averaged once, and the names share the mean.
-    """
-    means: dict[tuple[Any, ...], torch.Tensor] = {}
-    average = {}
-    for name, first in snapshots[0].items():
-        key = _storage_key(first)
-        if key not in means:
-            stacked = torch.stack([snap[name].float() for snap in snapshots])  # (k, *shape)
-            means[key] = stacked.mean(0).to(first.dtype)
-        average[name] = means[key]
-    return average
-
-
-def _storage_key(tensor: torch.Tensor) -> tuple[Any, ...]:
-    """What tells apart the tensors of a ``state_dict``: two names with one key hold one tensor."""
-    return (tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tensor.stride())
-
-
-def _weights_snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """A copy of ``model``'s ``state_dict`` on the CPU. A tensor held under several names (tied
-    weights) is copied once and shared by its names, as in the model: the cpu profile's embedding
-    matrix is a third of its weights, and 13 snapshots are kept.
-    """
-    copies: dict[tuple[Any, ...], torch.Tensor] = {}
-    snapshot = {}
-    for name, tensor in model.state_dict().items():
-        key = _storage_key(tensor)
-        if key not in copies:
-            copies[key] = tensor.detach().to("cpu", copy=True)
-        snapshot[name] = copies[key]
-    return snapshot
 
 
 @dataclass
@@ -76,10 +46,9 @@ class TranslationRun:
     Attributes:
         model: the :class:`~.Transformer` (eval mode) with the weights ``checkpoint_choice`` names.
         steps_per_epoch: batches in one pass over ``train_pairs`` (of each process).
-        averaged_checkpoints: snapshots averaged into ``model`` (1: one snapshot, the last or the
-            best).
+        averaged_checkpoints: checkpoints averaged into ``model`` (1: one, the last or the best).
         val_loss_last, val_loss_averaged: validation loss of the last weights and of the average of
-            all the kept snapshots (``None`` with fewer than two snapshots).
+            all the kept checkpoints (``None`` with fewer than two).
         checkpoint_choice: which weights ``model`` holds: ``"last"``, ``"average of the last k"`` or
             ``"best, step s"``, the candidate with the lowest validation loss
             (:func:`choose_weights`).
@@ -184,117 +153,144 @@ def _epoch_batches(
     )
 
 
-@dataclass
-class _Snapshots:
-    """The weights a run may end with: those of the last ``keep`` evaluations, and those of the
-    best one (the lowest validation loss so far, kept even when it is older than the last
-    ``keep``).
-    """
-
-    keep: int
-    last: list[dict[str, torch.Tensor]] = field(default_factory=list)
-    best: dict[str, torch.Tensor] | None = None
-    best_loss: float = math.inf
-
-    def add(self, weights: dict[str, torch.Tensor], val_loss: float) -> bool:
-        """Keep ``weights`` (of an evaluation with this validation loss); ``True`` if it is the new
-        best.
-        """
-        self.last.append(weights)
-        del self.last[: -self.keep]
-        if not val_loss < self.best_loss:
-            return False
-        self.best = weights
-        self.best_loss = val_loss
-        return True
-
-
 def _train_model(
     data: TranslationData,
     profile: TranslationConfig,
     device: torch.device,
     run_dir: RunDirectory | None,
-) -> tuple[Transformer, TrainResult, _Snapshots]:
-    """Build the profile's model from ``train.seed`` and train it, or continue ``run_dir``'s run;
-    return the model, the loop's result and the snapshots (the last ``average_last`` and the best).
+    directory: Path,
+) -> tuple[Transformer, TrainResult]:
+    """Build the profile's model from ``train.seed`` and train it, or continue ``run_dir``'s run,
+    keeping its last ``average_last`` checkpoints and its best in ``directory``.
     """
     set_seed(profile.train.seed)
     model = Transformer(profile.model_config(data.tokenizer.vocab_size)).to(device)
-    snapshots = _Snapshots(profile.average_last)
-    if run_dir is not None:  # a resumed run continues with the snapshots it had
-        snapshots.last = run_dir.restore_snapshots(snapshots.keep)
-        snapshots.best, snapshots.best_loss = run_dir.restore_best()
+    # Every evaluation writes its weights; the loop keeps the last average_last of them, and the
+    # best evaluation's (the result's best_step).
+    settings = replace(
+        run_dir.train if run_dir is not None else profile.train,
+        checkpoint_path=str(directory),
+        keep_last=max(2, profile.average_last),
+    )
+    if settings.monitor is None:
+        settings = replace(settings, monitor="val_loss", mode="min")
 
     def batches(epoch: int) -> DataLoader[Batch]:
         return _epoch_batches(data, profile, device, epoch)
 
     def evaluate(m: Transformer) -> dict[str, float]:
-        """Validation loss, and a snapshot of the weights (not counted as training time)."""
         metrics = evaluate_loss(m, data.val_batches, device)
-        weights = _weights_snapshot(m)
-        is_best = snapshots.add(weights, metrics["loss"])
-        if run_dir is not None:
-            run_dir.save_snapshot(weights, snapshots.keep, is_best)
         return {"val_loss": metrics["loss"], "val_perplexity": metrics["perplexity"]}
 
     if run_dir is None:
-        return model, train(model, batches, profile.train, device, evaluate), snapshots
+        return model, train(model, batches, settings, device, evaluate)
     run_dir.check_tokenizer(data.tokenizer)
     metadata = run_dir.metadata(data.tokenizer, asdict(profile.decode))
-    result = train(model, batches, run_dir.train, device, evaluate, run_dir.resume_from, metadata)
-    return model, result, snapshots
+    result = train(model, batches, settings, device, evaluate, run_dir.resume_from, metadata)
+    return model, result
 
 
 @dataclass(frozen=True)
 class WeightsChoice:
     """What :func:`choose_weights` decided: the name of the kept candidate, every candidate's
-    validation loss, and how many snapshots the kept weights average (1: a single snapshot).
+    validation loss, how many checkpoints the kept weights average (1: a single one), and the
+    validation loss of the average of all the last ones (``None`` with fewer than two).
     """
 
     name: str
     candidates: dict[str, float]
     averaged: int
+    full_average_loss: float | None = None
 
 
 def choose_weights(
     model: Transformer,
-    snapshots: _Snapshots,
-    eval_history: Sequence[dict[str, float]],
+    directory: str | Path,
+    result: TrainResult,
+    keep: int,
     val_loss: Callable[[Transformer], float],
 ) -> WeightsChoice:
     """Load into ``model`` the candidate weights with the lowest validation loss, and say which.
 
-    The candidates: the last weights, the average of the last ``k`` snapshots for every ``k`` from
-    2 to ``average_last``, and the best snapshot when it is older than the last. Only the validation
-    split decides, so the test score stays an unbiased estimate. ``val_loss`` scores the model as it
-    is loaded.
+    The candidates come from the model files the training loop kept in ``directory``
+    (``keep_last``): the last weights, the average of the last ``k`` checkpoints for every ``k``
+    from 2 to ``keep``, and the best evaluation's (``result.best_step``) when it is older than the
+    last. Only the validation split decides, so the test score stays an unbiased estimate.
+    ``val_loss`` scores the model as it is loaded.
     """
-    losses = [row["val_loss"] for row in eval_history]
-    candidates = {"last": losses[-1]}
-    # The weights of the candidate with the lowest loss so far (the first of equals: "last" wins a
-    # tie). The averages are built one at a time and dropped unless they lead: 11 averages of the
-    # cpu profile's weights held at once would take 350 MB.
-    chosen, chosen_weights = "last", snapshots.last[-1] if snapshots.last else None
-    for k in range(2, len(snapshots.last) + 1):
+    files = dict(kept_checkpoints(directory))
+    losses = {int(row["step"]): row["val_loss"] for row in result.eval_history}
+    last = max(files)  # the end of the run, always evaluated
+    candidates = {"last": losses[last]}
+    chosen, chosen_file, averaged = "last", [files[last]], 1
+    # A running sum, newest first: each file is read once, and one sum is held, not k copies.
+    total: dict[str, torch.Tensor] = {}
+    recent = [step for step in losses if step in files][-keep:]
+    for k, step in enumerate(reversed(recent), start=1):
+        dtypes = _accumulate(total, files[step])
+        if k == 1:
+            continue
+        _load_weights(model, {name: (t / k).to(dtypes[name]) for name, t in total.items()})
         name = f"average of the last {k}"
-        average = _average_state_dicts(snapshots.last[-k:])
-        model.load_state_dict(average)
         candidates[name] = val_loss(model)
         if candidates[name] < candidates[chosen]:
-            chosen, chosen_weights = name, average
-        del average  # before the next one is built
-    best_index = losses.index(min(losses))
-    if (
-        snapshots.best is not None and best_index < len(losses) - 1
-    ):  # an older evaluation was better
-        name = f"best, step {int(eval_history[best_index]['step'])}"
-        candidates[name] = snapshots.best_loss
+            chosen, chosen_file, averaged = name, [files[s] for s in recent[-k:]], k
+    best = result.best_step
+    if best is not None and best != last and best in files:  # an older evaluation was better
+        name = f"best, step {best}"
+        candidates[name] = losses[best]
         if candidates[name] < candidates[chosen]:
-            chosen, chosen_weights = name, snapshots.best
-    if chosen_weights is not None:
-        model.load_state_dict(chosen_weights)
-    averaged = int(chosen.rsplit(" ", 1)[-1]) if chosen.startswith("average") else 1
-    return WeightsChoice(name=chosen, candidates=candidates, averaged=averaged)
+            chosen, chosen_file, averaged = name, [files[best]], 1
+    _load_weights(model, _mean_of(chosen_file))
+    full = f"average of the last {len(recent)}"
+    return WeightsChoice(chosen, candidates, averaged, candidates.get(full))
+
+
+def _mean_of(paths: Sequence[Path]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of the weights in ``paths`` (model files of one run), each in its
+    own dtype.
+    """
+    total: dict[str, torch.Tensor] = {}
+    for path in paths:
+        dtypes = _accumulate(total, path)
+    return {name: (t / len(paths)).to(dtypes[name]) for name, t in total.items()}
+
+
+def _accumulate(total: dict[str, torch.Tensor], path: Path) -> dict[str, torch.dtype]:
+    """Add the weights of the model file ``path`` to ``total`` (in float64); their dtypes."""
+    weights = load_file(str(path))
+    for name, tensor in weights.items():
+        total[name] = total[name] + tensor.double() if name in total else tensor.double()
+    return {name: tensor.dtype for name, tensor in weights.items()}
+
+
+def _load_weights(model: Transformer, weights: dict[str, torch.Tensor]) -> None:
+    """Load a model file's weights into ``model``: a tensor tied under several names (the shared
+    embedding) is stored under one of them.
+    """
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    state = model.state_dict()
+    loaded = {state[name].data_ptr() for name in weights if name in state}
+    if unexpected or any(state[name].data_ptr() not in loaded for name in missing):
+        raise ValueError(
+            f"weights do not fit the model: missing {missing}, unexpected {unexpected}"
+        )
+
+
+@contextlib.contextmanager
+def _checkpoint_folder(run_dir: RunDirectory | None) -> Iterator[Path]:
+    """Where the loop keeps the checkpoints the run chooses from: the run's directory, or a
+    temporary one removed afterwards (rank 0's, on the same machine, under ``torchrun``).
+    """
+    if run_dir is not None:
+        yield run_dir.directory
+        return
+    with contextlib.ExitStack() as stack:
+        folder = stack.enter_context(tempfile.TemporaryDirectory()) if is_main_process() else ""
+        if is_distributed():
+            folder = broadcast_object(folder)
+        yield Path(folder)
+        barrier()  # every rank has read the files before rank 0 removes them
 
 
 def _resolve_profile(
@@ -335,15 +331,16 @@ def train_translation(
     run_dir = None
     if profile.train.checkpoint_path is not None:
         run_dir = RunDirectory(profile, resume, world)
-    with torch_threads(profile.num_threads) as used_threads:
+    with torch_threads(profile.num_threads) as used_threads, _checkpoint_folder(run_dir) as folder:
         with main_process_first():  # under torchrun: one download per machine, then everyone reads
             raw = load_multi30k(data_dir)
         data = prepare_translation_data(raw, profile.data)
-        model, result, snapshots = _train_model(data, profile, torch_device, run_dir)
+        model, result = _train_model(data, profile, torch_device, run_dir, folder)
         choice = choose_weights(
             model,
-            snapshots,
-            result.eval_history,
+            folder,
+            result,
+            profile.average_last,
             lambda m: evaluate_loss(m, data.val_batches, torch_device)["loss"],
         )
         model.eval()
@@ -361,7 +358,7 @@ def train_translation(
         steps_per_epoch=max(1, epoch_batches // world),  # each rank takes every world-th batch
         averaged_checkpoints=choice.averaged,
         val_loss_last=choice.candidates["last"],
-        val_loss_averaged=choice.candidates.get(f"average of the last {len(snapshots.last)}"),
+        val_loss_averaged=choice.full_average_loss,
         wall_seconds=time.perf_counter() - wall_start,
         checkpoint_choice=choice.name,
         candidates=choice.candidates,

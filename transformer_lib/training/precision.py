@@ -45,8 +45,8 @@ def choose_cpu_amp(step_seconds: Callable[[str], float], repeats: int = 3) -> di
     seconds. Each precision first runs one untimed step (the first bfloat16 step builds oneDNN's
     kernels), then up to ``repeats`` timed ones, the two interleaved so that a change of the
     machine's load falls on both; the timing stops early once the medians differ by
-    :data:`CLEAR_RATIO`. Returns ``{"amp", "none", "bf16"}``: ``"bf16"`` where its median step is
-    :data:`BF16_MIN_SPEEDUP` times faster than float32's, else ``"none"``, and the two medians in
+    ``CLEAR_RATIO``. Returns ``{"amp", "none", "bf16"}``: ``"bf16"`` where its median step is
+    ``BF16_MIN_SPEEDUP`` times faster than float32's, else ``"none"``, and the two medians in
     seconds.
     """
     check_positive_int("repeats", repeats)

@@ -110,7 +110,7 @@ def save_training_state(
     """Write the training state, then the model (both record the step: a resume detects a crash
     between the two writes); ``rank_rngs``: every rank's :func:`~.rng_state`, in rank order. In a
     directory, the newest model and state stay, and the model files of the best step and (with
-    ``keep_last`` above 1) of the last ``keep_last`` evaluations (:attr:`~.TrainConfig.keep_last`).
+    ``keep_last`` above 1) of the last ``keep_last`` evaluations (``TrainConfig.keep_last``).
     """
     step = train_state.step
     target = Path(path)

@@ -4,6 +4,7 @@ commit.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import torch
 
 from transformer_lib.runtime import cpu_info
+from transformer_lib.training.precision import amp_cache_path, probe_machine
 
 
 def cpu_name() -> str:
@@ -24,7 +26,7 @@ def cpu_name() -> str:
 
 def describe_machine(device: torch.device | None = None) -> dict[str, object]:
     """Where a result was measured: CPU, logical CPUs, GPU, platform, Python and PyTorch
-    versions.
+    versions, and what ``amp="auto"`` measured on this CPU (:func:`amp_probes`).
     """
     gpu = (
         torch.cuda.get_device_name(device) if device is not None and device.type == "cuda" else None
@@ -36,7 +38,22 @@ def describe_machine(device: torch.device | None = None) -> dict[str, object]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "amp_probes": amp_probes(),
     }
+
+
+def amp_probes() -> dict[str, dict[str, object]]:
+    """What ``amp="auto"`` measured on this CPU (:func:`~.choose_cpu_amp`: a step's seconds in
+    float32 and in bfloat16, and the choice), by model and batch, from this machine's cache.
+    """
+    try:
+        known = json.loads(amp_cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(known, dict):
+        return {}
+    machine = probe_machine() + " | "
+    return {key: answer for key, answer in known.items() if key.startswith(machine)}
 
 
 def peak_rss_mb() -> float | None:

@@ -120,7 +120,7 @@ def probe_cpu_amp(
     params = sum(p.numel() for p in model.parameters())
     key = " | ".join(
         [
-            cpu_info().get("model name") or platform.machine(),
+            probe_machine(),
             f"torch {torch.__version__}",
             f"{torch.get_num_threads()} threads",
             f"{params} parameters",
@@ -129,6 +129,13 @@ def probe_cpu_amp(
     )
     step_seconds = _step_timer(model, batch, config, forward, clock)
     return cached_cpu_amp(key, lambda: choose_cpu_amp(step_seconds)), train_data
+
+
+def probe_machine() -> str:
+    """The machine part of a probe's cache key: the CPU's model name (its architecture where the
+    system does not name it).
+    """
+    return cpu_info().get("model name") or platform.machine()
 
 
 def _first_batch(train_data: Any) -> tuple[Batch | None, Any]:

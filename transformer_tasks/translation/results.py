@@ -56,7 +56,6 @@ def translation_summary(
         "threads": run.threads,
         "world_size": run.world_size,
         "amp": run.result.amp,
-        "amp_probe": run.result.amp_probe,
         "stop_reason": run.stop_reason,
         "tokens_per_s": round(run.tokens_per_s, 1),
         "steps_per_epoch": run.steps_per_epoch,

@@ -4,7 +4,6 @@ commit.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -13,7 +12,7 @@ import sys
 import torch
 
 from transformer_lib.runtime import cpu_info
-from transformer_lib.training.precision import amp_cache_path, probe_machine
+from transformer_lib.training.precision import cached_answers, probe_machine
 
 
 def cpu_name() -> str:
@@ -46,14 +45,8 @@ def amp_probes() -> dict[str, dict[str, object]]:
     """What ``amp="auto"`` measured on this CPU (:func:`~.choose_cpu_amp`: a step's seconds in
     float32 and in bfloat16, and the choice), by model and batch, from this machine's cache.
     """
-    try:
-        known = json.loads(amp_cache_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(known, dict):
-        return {}
     machine = probe_machine() + " | "
-    return {key: answer for key, answer in known.items() if key.startswith(machine)}
+    return {key: answer for key, answer in cached_answers().items() if key.startswith(machine)}
 
 
 def peak_rss_mb() -> float | None:

@@ -76,25 +76,28 @@ def amp_cache_path() -> Path:
     return Path(folder) / "amp.json"
 
 
+def cached_answers() -> dict[str, Any]:
+    """Every answer the cache file holds, by key (empty where the file is missing or unreadable)."""
+    try:
+        known = json.loads(amp_cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
 def cached_cpu_amp(key: str, probe: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """The answer stored for ``key`` (this machine, PyTorch, threads, model and batch), else
     ``probe()``'s (:func:`choose_cpu_amp`), stored for the next run. Returns the answer with
     ``"cached"``: whether it came from the file. A missing or unreadable file means a new probe.
     """
-    path = amp_cache_path()
-    try:
-        known = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        known = {}
-    if not isinstance(known, dict):
-        known = {}
+    known = cached_answers()
     if isinstance(known.get(key), dict) and known[key].get("amp") in ("none", "bf16"):
         return {**known[key], "cached": True}
     answer = probe()
     known[key] = answer
     text = json.dumps(known, indent=1, sort_keys=True) + "\n"
     try:
-        atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        atomic_write(amp_cache_path(), lambda tmp: tmp.write_text(text, encoding="utf-8"))
     except OSError:  # a read-only home: the run goes on, and the next one probes again
         pass
     return {**answer, "cached": False}

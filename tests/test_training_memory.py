@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 WORKER = Path(__file__).with_name("_memory_worker.py")
 # A resident size moves by a few MB as the allocator returns or keeps pages. A leak of 0.2 MB a step
-# (a 50,000-float tensor kept each step) fails it: 42 MB more over the 125 steps measured.
+# (a 50,000-float tensor kept each step) fails it.
 ALLOWED_GROWTH_MB = 12.0
 
 
@@ -34,5 +34,7 @@ def test_memory_stays_flat_over_the_steps_of_a_run(amp: str) -> None:
     )
     samples = json.loads(done.stdout.strip().splitlines()[-1])  # MB at steps 25, 50, ..., 150
     assert len(samples) == 6
-    growth = max(samples[1:]) - samples[0]
+    # A leak rises step after step; the allocator's moves come and go (one run read 455.5 MB at
+    # step 50 and 442.0 at step 150): compare the later pair's lower with the earlier pair's higher.
+    growth = min(samples[-2:]) - max(samples[:2])
     assert growth < ALLOWED_GROWTH_MB, f"resident MB every 25 steps: {samples}"

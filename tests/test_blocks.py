@@ -35,6 +35,7 @@ from transformer_lib.nn.attention import guarded_attention
 
 F64 = torch.float64
 D_MODEL, HEADS, D_FF = 16, 4, 32
+SIZES = {"d_model": D_MODEL, "num_heads": HEADS, "d_ff": D_FF, "dropout": 0.0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,7 +234,7 @@ def test_rms_norm_matches_torch() -> None:
 def test_encoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
     torch.manual_seed(0)
     ours = randomize_(
-        EncoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first, activation)).double()
+        EncoderLayer(LayerSpec(**SIZES, norm_first=norm_first, activation=activation)).double()
     )
     theirs = nn.TransformerEncoderLayer(
         D_MODEL, HEADS, D_FF, 0.0, activation, batch_first=True, norm_first=norm_first, dtype=F64
@@ -257,7 +258,7 @@ def test_encoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
 def test_decoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
     torch.manual_seed(0)
     ours = randomize_(
-        DecoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first, activation)).double()
+        DecoderLayer(LayerSpec(**SIZES, norm_first=norm_first, activation=activation)).double()
     )
     theirs = nn.TransformerDecoderLayer(
         D_MODEL, HEADS, D_FF, 0.0, activation, batch_first=True, norm_first=norm_first, dtype=F64
@@ -280,12 +281,8 @@ def test_decoder_layer_matches_torch(norm_first: bool, activation: str) -> None:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_stacks_match_torch(norm_first: bool) -> None:
     torch.manual_seed(0)
-    encoder = randomize_(
-        Encoder(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first), 2).double(), seed=1
-    )
-    decoder = randomize_(
-        Decoder(LayerSpec(D_MODEL, HEADS, D_FF, 0.0, norm_first), 2).double(), seed=2
-    )
+    encoder = randomize_(Encoder(LayerSpec(**SIZES, norm_first=norm_first), 2).double(), seed=1)
+    decoder = randomize_(Decoder(LayerSpec(**SIZES, norm_first=norm_first), 2).double(), seed=2)
     final_norm = (lambda: nn.LayerNorm(D_MODEL, dtype=F64)) if norm_first else (lambda: None)
     enc_layer = nn.TransformerEncoderLayer(
         D_MODEL, HEADS, D_FF, 0.0, batch_first=True, norm_first=norm_first
@@ -389,7 +386,9 @@ def test_gradcheck_multihead_attention(need_weights: bool) -> None:
 def test_gradcheck_encoder_layer(norm_first: bool) -> None:
     torch.manual_seed(0)
     layer = randomize_(
-        EncoderLayer(LayerSpec(4, 2, 8, dropout=0.0, norm_first=norm_first)).double()
+        EncoderLayer(
+            LayerSpec(d_model=4, num_heads=2, d_ff=8, dropout=0.0, norm_first=norm_first)
+        ).double()
     )
     x = leaf(2, 3, 4)
     mask = padding_mask(torch.tensor([[1, 1, 1], [1, 1, 0]]), 0)

@@ -23,7 +23,7 @@ def test_each_panel_draws_as_many_layernorms_as_the_library_builds() -> None:
     for text in texts:
         panels["Post-LN" if text.get_position()[0] < middle else "Pre-LN"].append(text.get_text())
     for name, norm_first in (("Post-LN", False), ("Pre-LN", True)):
-        stack = Encoder(LayerSpec(8, 2, 16, norm_first=norm_first), 1)
+        stack = Encoder(LayerSpec(d_model=8, num_heads=2, d_ff=16, norm_first=norm_first), 1)
         norms = sum(isinstance(m, LayerNorm) for m in stack.modules())
         shown = panels[name]
         assert sum("LayerNorm" in t for t in shown) == norms, (name, shown)

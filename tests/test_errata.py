@@ -44,6 +44,7 @@ from transformer_tasks import load_split
 pytestmark = pytest.mark.book
 
 D_MODEL, HEADS, D_FF = 16, 2, 32
+SIZES = {"d_model": D_MODEL, "num_heads": HEADS, "d_ff": D_FF, "dropout": 0.0}
 
 
 def ids(batch: int, length: int, vocab: int, seed: int = 0) -> torch.Tensor:
@@ -112,7 +113,7 @@ def test_03_04_cross_attention_takes_the_query_from_the_decoder(wrong) -> None:
     checks.check_cross_attention_lengths(lambda x, m: attention(x, m, m), x, memory)
     mha = MultiHeadAttention(D_MODEL, HEADS).eval()
     checks.check_cross_attention_lengths(lambda x, m: mha(x, m, m), x, memory)
-    layer = DecoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, dropout=0.0)).eval()
+    layer = DecoderLayer(LayerSpec(**SIZES)).eval()
     checks.check_cross_attention_lengths(
         lambda x, m: layer(x, m, causal_mask(x.size(1))), x, memory
     )
@@ -190,7 +191,7 @@ def test_09_every_sub_layer_has_residual_and_norm() -> None:
     with pytest.raises(CheckFailed, match="no residual connection"):
         checks.check_norm_placement(wrong, x, norm_first=wrong.norm_first)
     for norm_first in (False, True):
-        layer = EncoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first))
+        layer = EncoderLayer(LayerSpec(**SIZES, norm_first=norm_first))
         checks.check_norm_placement(layer, x, norm_first=norm_first)
     with pytest.raises(AttributeError, match="d_model"):
         errata.TransformerWithUnsetWidth(11, D_MODEL)
@@ -317,8 +318,8 @@ def test_at1_norm_placement_is_what_the_flag_says(norm_first: bool) -> None:
     with pytest.raises(CheckFailed, match=r"claims Post-LN .* it is Pre-LN"):
         checks.check_norm_placement(wrong, x, norm_first=wrong.norm_first)
     checks.check_norm_placement(wrong, x, norm_first=True)  # what it really is
-    encoder = EncoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first))
-    decoder = DecoderLayer(LayerSpec(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first))
+    encoder = EncoderLayer(LayerSpec(**SIZES, norm_first=norm_first))
+    decoder = DecoderLayer(LayerSpec(**SIZES, norm_first=norm_first))
     checks.check_norm_placement(encoder, x, norm_first=norm_first)
     checks.check_norm_placement(
         decoder, x, norm_first=norm_first, forward=lambda m, h: m(h, memory)

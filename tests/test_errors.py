@@ -268,6 +268,24 @@ def test_layers_take_a_layer_spec() -> None:
         Encoder(2, spec)  # the arguments of the older style, in its order
     with pytest.raises(TypeError, match=r"num_layers must be an int"):
         Decoder(spec, 2.0)
+    with pytest.raises(TypeError, match=r"takes 1 positional argument"):
+        LayerSpec(8, 2, 16)  # by name only, so that a config can start with its vocabularies
+
+
+def test_a_config_is_the_layer_spec_of_its_model() -> None:
+    """The layer settings have one source: a ``TransformerConfig`` is a ``LayerSpec``, checked by
+    it, and a layer built from the config is the model's layer."""
+    config = TransformerConfig(12, 12, d_model=8, num_heads=2, d_ff=16, norm_first=True)
+    assert config.d_ff == 16 and config.norm_first
+    with pytest.raises(ValueError, match="d_model=8 is not divisible by num_heads=3"):
+        TransformerConfig(12, 12, d_model=8, num_heads=3)
+    torch.manual_seed(0)
+    model = Transformer(config).eval()
+    layer = EncoderLayer(config).eval()
+    layer.load_state_dict(model.encoder.layers[0].state_dict())
+    x = torch.randn(2, 5, 8)
+    torch.testing.assert_close(layer(x), model.encoder.layers[0](x))
+    assert TransformerConfig(1000, 1000, norm_first=True).src_vocab_size == 1000
 
 
 def test_multi_head_attention_refuses_keys_and_values_of_other_positions() -> None:

@@ -311,10 +311,11 @@ def with_torch_rmsnorm(layer: nn.Module) -> nn.Module:
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_rmsnorm_option_equals_torch_rmsnorm_inside_layers(norm_first: bool) -> None:
     torch.manual_seed(0)
-    encoder = randomize_(Encoder(LayerSpec(16, 4, 32, 0.0, norm_first, norm="rmsnorm"), 2).double())
-    decoder_layer = randomize_(
-        DecoderLayer(LayerSpec(16, 4, 32, 0.0, norm_first, norm="rmsnorm")).double()
+    spec = LayerSpec(
+        d_model=16, num_heads=4, d_ff=32, dropout=0.0, norm_first=norm_first, norm="rmsnorm"
     )
+    encoder = randomize_(Encoder(spec, 2).double())
+    decoder_layer = randomize_(DecoderLayer(spec).double())
     norms = [
         m
         for m in [*encoder.modules(), *decoder_layer.modules()]

@@ -5,57 +5,42 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from .nn.feedforward import Activation
 from .nn.layers import LayerSpec
-from .nn.norms import NormName
 from .nn.positional import POSITIONALS, Positional
 from .validation import check_bool, check_choice, check_positive_int, check_token_id
 
 
 @dataclass(frozen=True)
-class TransformerConfig:
-    """Every hyper-parameter of :class:`~.Transformer`.
+class TransformerConfig(LayerSpec):
+    """Every hyper-parameter of :class:`~.Transformer`: the fields that every layer shares,
+    inherited from :class:`~.LayerSpec` (widths, dropout, norm placement, activation, norm,
+    key/value heads), and the model's own below.
 
     Defaults are the widths of the paper's base model (Vaswani et al., 2017, table 3, which lists
     65M parameters) and, for the variants, the paper's choices, so old checkpoints, whose stored
     config lacks the variant fields, load unchanged. With the paper's 37,000-token vocabulary shared
     by both embeddings and the output layer (``share_embeddings=True``) the model has 63,082,496
     parameters; the paper gives its vocabulary only as "about 37000" tokens. Each field is checked
-    when built (those that every layer shares by :class:`~.LayerSpec`).
+    when built. The two vocabulary sizes may be given by position, every other field by name.
 
     Attributes:
-        d_ff: the feed-forward hidden width, for every activation (see :class:`~.FeedForward`).
-        dropout: residual and embedding dropout (the paper: 0.1).
         max_len: longest sequence the positional encoding accepts.
-        norm_first: ``False`` Post-LN (the paper), ``True`` Pre-LN.
         tie_embeddings: share the target embedding with the output projection.
         pad_id: the padding token id, used to build masks when none are given.
         share_embeddings: also share the source embedding (needs a joint vocabulary).
-        attention_dropout: dropout on attention weights (not in the paper).
         positional: ``"sinusoidal"`` (the paper's fixed table), ``"learned"`` (a trained table) or
             ``"rope"`` (queries and keys of every self-attention rotated; needs an even head width).
-        num_kv_heads: key/value heads of every attention (grouped-query attention); ``None``:
-            ``num_heads``.
     """
 
     src_vocab_size: int
     tgt_vocab_size: int
-    d_model: int = 512
-    num_heads: int = 8
     num_encoder_layers: int = 6
     num_decoder_layers: int = 6
-    d_ff: int = 2048
-    dropout: float = 0.1
     max_len: int = 5000
-    norm_first: bool = False
     tie_embeddings: bool = True
     pad_id: int = 0
     share_embeddings: bool = False
-    activation: Activation = "relu"
-    attention_dropout: float = 0.0
     positional: Positional = "sinusoidal"
-    norm: NormName = "layernorm"
-    num_kv_heads: int | None = None
 
     def __post_init__(self) -> None:
         sizes = ("src_vocab_size", "tgt_vocab_size", "num_encoder_layers", "num_decoder_layers")
@@ -65,7 +50,7 @@ class TransformerConfig:
             check_bool(name, getattr(self, name))
         check_choice("positional", self.positional, list(POSITIONALS))
         check_token_id("pad_id", self.pad_id, min(self.src_vocab_size, self.tgt_vocab_size))
-        self.layer_spec()  # checks the fields that every layer shares
+        super().__post_init__()  # the fields that every layer shares
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 f"share_embeddings=True needs src_vocab_size == tgt_vocab_size, got "
@@ -81,10 +66,6 @@ class TransformerConfig:
                 "positional='rope' rotates pairs of features, so the head width d_model / "
                 f"num_heads = {self.d_model}/{self.num_heads} = {head_width} must be even"
             )
-
-    def layer_spec(self) -> LayerSpec:
-        """What every encoder and decoder layer of this model shares (:class:`~.LayerSpec`)."""
-        return LayerSpec(**{f.name: getattr(self, f.name) for f in fields(LayerSpec)})
 
     @property
     def kv_heads(self) -> int:

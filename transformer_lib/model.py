@@ -47,9 +47,9 @@ class Transformer(nn.Module):
         rotary = (
             RotaryEmbedding(c.d_model // c.num_heads, c.max_len) if c.positional == "rope" else None
         )
-        spec = c.layer_spec()  # what every layer of both stacks shares
-        self.encoder = Encoder(spec, c.num_encoder_layers, rotary)
-        self.decoder = Decoder(spec, c.num_decoder_layers, rotary)
+        # The config is the LayerSpec that every layer of both stacks shares.
+        self.encoder = Encoder(c, c.num_encoder_layers, rotary)
+        self.decoder = Decoder(c, c.num_decoder_layers, rotary)
         self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         if c.tie_embeddings:
             self.generator.weight = self.tgt_embed.embedding.weight

@@ -97,7 +97,10 @@ def _panel(ax: Axes, x0: float, norm_first: bool) -> None:
         color=MUTED,
     )
     # the library's stack
-    final = Encoder(LayerSpec(8, 2, 16, norm_first=norm_first), 1).norm is not None
+    final = (
+        Encoder(LayerSpec(d_model=8, num_heads=2, d_ff=16, norm_first=norm_first), 1).norm
+        is not None
+    )
     if final:
         arrow(ax, (x0, y), (x0, y + 0.75 - BOX_H / 2), width=2.2)
         box(ax, x0, y + 0.75, 2.6, BOX_H, "final LayerNorm", "norm")

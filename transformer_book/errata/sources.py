@@ -64,7 +64,8 @@ class EncoderReplacingInput(nn.Module):
         self.embed = TokenEmbedding(vocab_size, d_model)
         self.register_buffer("table", sinusoidal_table(64, d_model), persistent=False)
         self.layers = nn.ModuleList(
-            EncoderLayer(LayerSpec(d_model, num_heads, d_ff, dropout=0.0)) for _ in range(2)
+            EncoderLayer(LayerSpec(d_model=d_model, num_heads=num_heads, d_ff=d_ff, dropout=0.0))
+            for _ in range(2)
         )
 
     def forward(self, src: Tensor) -> Tensor:

@@ -29,15 +29,28 @@ from .norms import NORMS, NormName
 from .positional import RotaryEmbedding
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LayerSpec:
-    """What every layer of a stack shares; the fields are those of :class:`~.TransformerConfig` of
-    the same names.
+    """What every layer of a stack shares, by name: ``LayerSpec(d_model=16, num_heads=2, d_ff=32)``.
+
+    :class:`~.TransformerConfig` is a ``LayerSpec`` with the model's other fields, so these settings
+    and their defaults are written here only, and a model hands its config to its layers as it is
+    (as nanoGPT hands its config to ``Block(config)``). The fields are keyword-only so that a
+    config can still begin with its two vocabulary sizes, ``TransformerConfig(1000, 1000)``.
+    Defaults are the paper's base model (Vaswani et al., 2017, table 3).
+
+    Attributes:
+        d_ff: the feed-forward hidden width, for every activation (see :class:`~.FeedForward`).
+        dropout: residual and embedding dropout (the paper: 0.1).
+        norm_first: ``False`` Post-LN (the paper), ``True`` Pre-LN.
+        attention_dropout: dropout on attention weights (not in the paper).
+        num_kv_heads: key/value heads of every attention (grouped-query attention); ``None``:
+            ``num_heads``.
     """
 
-    d_model: int
-    num_heads: int
-    d_ff: int
+    d_model: int = 512
+    num_heads: int = 8
+    d_ff: int = 2048
     dropout: float = 0.1
     norm_first: bool = False
     activation: Activation = "relu"

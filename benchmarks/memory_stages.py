@@ -33,14 +33,11 @@ from typing import Any
 
 import _common
 import torch
-from step_flops import epoch_batches
-from torch.profiler import ProfilerActivity, profile, record_function
+from step_flops import REGIONS, epoch_batches, train_step
+from torch.profiler import ProfilerActivity, profile
 
 from transformer_lib import Transformer
-from transformer_lib.training import batch_logits, sequence_loss
 from transformer_tasks.translation import translation_profile
-
-REGIONS = ("forward", "loss", "backward", "Adam")
 
 
 def resident() -> tuple[float, float]:
@@ -71,15 +68,7 @@ def child(steps: int, threads: int, seed: int, trim: bool, profile_step: bool) -
     libc = ctypes.CDLL("libc.so.6")
 
     def step(batch: Any) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with record_function("forward"):
-            logits = batch_logits(model, batch)
-        with record_function("loss"):
-            loss = sequence_loss(logits, batch.tgt_out, batch.pad_id, 0.1)
-        with record_function("backward"):
-            loss.backward()
-        with record_function("Adam"):
-            optimizer.step()
+        train_step(model, optimizer, batch)
         if trim:
             libc.malloc_trim(0)
 
@@ -113,6 +102,8 @@ def main() -> None:
     parser.add_argument("--results", type=Path, help="also write the JSON result here")
     parser.add_argument("--child", choices=["plain", "trim"], help="run one process's stages")
     args = parser.parse_args()
+    if args.steps < 3:
+        parser.error(f"--steps must be at least 3 (the first two are not timed), got {args.steps}")
     if args.child:
         trim, profile_step = args.child == "trim", args.child == "plain"
         print(json.dumps(child(args.steps, args.threads, args.seed, trim, profile_step)))

@@ -1,5 +1,5 @@
-"""The pictures chapters 3 and 4 draw in their cells: they show the numbers they are given,
-readably.
+"""The pictures chapters 3, 4, 5 and 11 draw in their cells: they show the numbers they are
+given, readably.
 """
 
 from __future__ import annotations
@@ -93,10 +93,60 @@ def test_maps_figure_fits_wide_maps_on_the_page_without_numbers() -> None:
     ]  # scores keep their own range
     plt.close("all")
     with pytest.raises(
-        ValueError, match="weights have shape \\(2, 2\\), its rows and cols \\(1, 2\\)"
+        ValueError, match="weights have shape \\(2, 2\\), but its rows has 1 labels"
     ):
         maps_figure([Panel("bad", torch.eye(2), ["a"], ["a", "b"])])
     with pytest.raises(ValueError, match="do not fit"):
         maps_figure([Panel("wide", torch.rand(2, 40), ["a", "b"], [str(i) for i in range(40)])])
     with pytest.raises(ValueError, match="predicts has 1 words"):
         maps_figure([Panel("p", torch.eye(2), ["a", "b"], ["a", "b"])], predicts=["x"])
+
+
+def head_panels(heads: int, rows: int, cols: int) -> list[Panel]:
+    weights = torch.randn(heads, rows, cols, generator=torch.Generator().manual_seed(0))
+    return [Panel(f"head {h + 1}", w) for h, w in enumerate(weights.softmax(-1))]
+
+
+def test_maps_figure_lays_heads_in_a_grid_numbered_by_position_where_there_are_no_words() -> None:
+    panels = head_panels(5, 12, 12)
+    fig = maps_figure(panels, columns=3, every=3)
+    drawn = fig.axes
+    assert len(drawn) == 5  # 2 rows of 3, the last place empty
+    assert [ax.get_title() for ax in drawn] == [p.title for p in panels]
+    for ax, panel in zip(drawn, panels, strict=True):  # the weights it was given, unchanged
+        torch.testing.assert_close(torch.as_tensor(ax.images[0].get_array().data), panel.weights)
+    assert [t.get_text() for t in drawn[0].get_xticklabels()] == ["0", "3", "6", "9"]
+    assert drawn[0].get_xlabel() == "key position" and drawn[0].get_ylabel() == "query position"
+    rows = sorted({round(ax.get_position().y0, 3) for ax in drawn})
+    assert len(rows) == 2 and not any(ax.texts for ax in drawn)  # no room for every weight
+    assert readable(fig)
+    plt.close(fig)
+
+
+def test_maps_figure_writes_each_rows_largest_weight_where_every_weight_does_not_fit() -> None:
+    rows, cols = ["<bos>", "Two", "dogs"], ["Zwei", "Hunde", "spielen", "im", "Gras", ".", "<eos>"]
+    weights = torch.randn(3, 7, generator=torch.Generator().manual_seed(1)).softmax(-1)
+    panels = [Panel(f"head {h}", weights, rows, cols) for h in (1, 2, 3)]
+    fig = maps_figure(panels, columns=3, largest=True)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == cols
+    assert [t.get_text() for t in ax.get_yticklabels()] == rows
+    largest = [f"{v:.2f}".removeprefix("0") for v in weights.max(dim=-1).values.tolist()]
+    assert [t.get_text() for t in ax.texts] == largest
+    assert [(t.get_position()) for t in ax.texts] == [
+        (j, i) for i, j in enumerate(weights.argmax(-1).tolist())
+    ]
+    assert readable(fig)
+    plt.close(fig)
+
+
+def test_maps_figure_refuses_what_it_cannot_draw() -> None:
+    with pytest.raises(ValueError, match=r"weights must be a \(T_q, T_k\) grid, got shape \(4,\)"):
+        maps_figure([Panel("x", torch.ones(4))])
+    with pytest.raises(ValueError, match="its cols has 2 labels"):
+        maps_figure([Panel("x", torch.ones(3, 4), cols=["a", "b"])])
+    with pytest.raises(ValueError, match="columns must be a positive int or None, got 0"):
+        maps_figure(head_panels(2, 3, 3), columns=0)
+    labelled = [Panel("x", torch.ones(12, 12), list("abcdefghijkl"), list("abcdefghijkl"))] * 4
+    with pytest.raises(ValueError, match="48 columns in 4 panels a row do not fit"):
+        maps_figure(labelled, columns=4)

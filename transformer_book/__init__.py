@@ -17,7 +17,7 @@ tests;
   them as the page does; :mod:`~.trained`: that translator loaded in Python (chapters 3-5, 11);
 * :mod:`~.example`: the running example of chapters 1 to 5;
 * :mod:`~.plotting`, :mod:`~.interactive`, :mod:`~.explorers`, :mod:`~.model_explorers`,
-  :mod:`~.diagrams`, :mod:`~.attention_figures`, :mod:`~.head_maps` and :mod:`~.concepts`: the
+  :mod:`~.diagrams`, :mod:`~.attention_figures` (every attention map) and :mod:`~.concepts`: the
   figures (matplotlib, plotly).
 
 It imports ``transformer_lib``; nothing in ``transformer_lib`` imports it

@@ -1,12 +1,15 @@
-"""The pictures that chapters 3 and 4 draw in their cells, from the tensors the cell just computed.
+"""The pictures that chapters 3, 4, 5 and 11 draw in their cells, from the tensors the cell just
+computed.
 
 Two kinds, both readable at the page's width (at most ``PAGE_WIDTH``, 7.5 inches, wide, no text
 under 10.5 pt):
 
 * :func:`bar_panels`: one row per word, one panel of horizontal bars per quantity, each bar with
   its number (a softmax built from ``exp``, the weights and gradients with and without the scale);
-* :func:`maps_figure`: attention maps as grids, one row per query and one column per key, with
-  the weights written in the cells where they fit, masked pairs grey, one row framed, and the
+* :func:`maps_figure`: attention maps (all but chapter 10's, which
+  :func:`~transformer_book.plotting.plot_attention_heads` draws), as grids of one row per query
+  and one column per key, side by side or a few to a row (one per head): the weights written in
+  the cells where they fit (or each row's largest), masked pairs grey, one row framed, and the
   word each row learns to predict on its right (the causal mask's next-word pairs).
 
 The concept figures that open the chapters (:mod:`~transformer_book.concepts`) share their look.
@@ -121,29 +124,37 @@ def bar_panels(
 class Panel(NamedTuple):
     """One map of :func:`maps_figure`: ``weights[i, j]``, the weight of ``rows[i]`` on ``cols[j]``.
 
-    ``mask`` (``True`` = may attend) greys the forbidden pairs; ``None``: none are.
+    ``rows`` and ``cols`` name the queries and the keys (e.g. tokens); ``None`` numbers them by
+    position. ``mask`` (``True`` = may attend) greys the forbidden pairs; ``None``: none are.
     """
 
     title: str
     weights: Tensor
-    rows: Sequence[str]
-    cols: Sequence[str]
+    rows: Sequence[str] | None = None
+    cols: Sequence[str] | None = None
     mask: Tensor | None = None
 
 
 def _check_panel(panel: Panel) -> Tensor:
     weights = torch.as_tensor(panel.weights).detach().float().cpu()
-    shape = (len(panel.rows), len(panel.cols))
-    if weights.shape != shape:
-        got = tuple(weights.shape)
+    if weights.dim() != 2:
         raise ValueError(
-            f"panel {panel.title!r}: weights have shape {got}, its rows and cols {shape}"
+            f"panel {panel.title!r}: weights must be a (T_q, T_k) grid, got shape "
+            f"{tuple(weights.shape)}"
         )
-    if panel.mask is not None and torch.broadcast_shapes(panel.mask.shape, shape) != shape:
-        got = tuple(panel.mask.shape)
-        raise ValueError(
-            f"panel {panel.title!r}: a mask of shape {got} does not broadcast to {shape}"
-        )
+    for name, labels, size in (("rows", panel.rows, 0), ("cols", panel.cols, 1)):
+        if labels is not None and len(labels) != weights.size(size):
+            raise ValueError(
+                f"panel {panel.title!r}: weights have shape {tuple(weights.shape)}, but its "
+                f"{name} has {len(labels)} labels"
+            )
+    if panel.mask is not None:
+        shape = tuple(weights.shape)
+        if torch.broadcast_shapes(panel.mask.shape, shape) != shape:
+            got = tuple(panel.mask.shape)
+            raise ValueError(
+                f"panel {panel.title!r}: a mask of shape {got} does not broadcast to {shape}"
+            )
     return weights
 
 
@@ -152,8 +163,33 @@ def _short(value: float, high: float) -> str:
     return f"{value:.1f}" if high > 1.0 else f"{value:.2f}"
 
 
-def _draw_map(ax: Axes, panel: Panel, weights: Tensor, numbers: bool, framed: int | None) -> None:
-    """One grid: blue as dark as the weight, grey where masked, weights written if ``numbers``."""
+def _write(ax: Axes, i: int, j: int, text: str, dark: bool) -> None:
+    colour = "white" if dark else INK
+    ax.text(j, i, text, ha="center", va="center", fontsize=SMALL, color=colour)
+
+
+def _ticks(ax: Axes, panel: Panel, weights: Tensor, every: int) -> None:
+    """The words on both axes, or every ``every``-th position on an axis without them."""
+    t_q, t_k = weights.shape
+    if panel.cols is None:
+        ax.set_xticks(range(0, t_k, every))
+        ax.set_xlabel("key position", fontsize=SMALL)
+    else:
+        ax.set_xticks(range(t_k), list(panel.cols), rotation=90)
+    if panel.rows is None:
+        ax.set_yticks(range(0, t_q, every))
+        ax.set_ylabel("query position", fontsize=SMALL)
+    else:
+        ax.set_yticks(range(t_q), list(panel.rows))
+    ax.tick_params(labelsize=SMALL, length=0)
+
+
+def _draw_map(
+    ax: Axes, panel: Panel, weights: Tensor, numbers: str | None, framed: int | None, every: int
+) -> None:
+    """One grid: blue as dark as the weight, grey where masked; ``numbers="all"`` writes every
+    allowed weight, ``"largest"`` each row's largest.
+    """
     allowed = torch.ones_like(weights, dtype=torch.bool)
     if panel.mask is not None:
         allowed = panel.mask.to(torch.bool).cpu().expand(weights.shape)
@@ -163,22 +199,24 @@ def _draw_map(ax: Axes, panel: Panel, weights: Tensor, numbers: bool, framed: in
     shown = weights.masked_fill(~allowed, float("nan")).numpy()
     cmap = plt.get_cmap("Blues").with_extremes(bad=COLOURS["mask"])
     ax.imshow(shown, cmap=cmap, vmin=float(low), vmax=float(high), aspect="equal")
-    if numbers:
+    span = (high - low) or 1.0
+    if numbers == "all":
         for i, row in enumerate(weights.tolist()):
             for j, value in enumerate(row):
                 if allowed[i, j]:
-                    dark = (value - low) / ((high - low) or 1.0) > 0.55
-                    colour = "white" if dark else INK
-                    text = _short(value, high)
-                    ax.text(j, i, text, ha="center", va="center", fontsize=SMALL, color=colour)
+                    _write(ax, i, j, _short(value, high), (value - low) / span > 0.55)
+    elif numbers == "largest":
+        for i, j in enumerate(weights.masked_fill(~allowed, -torch.inf).argmax(-1).tolist()):
+            value = float(weights[i, j])
+            # ".61" and "1" fit the small cells that leave no room for every weight
+            text = "1" if value >= 0.995 else _short(value, high).removeprefix("0")
+            _write(ax, i, j, text, (value - low) / span > 0.55)
     if framed is not None:
         frame = Rectangle(
             (-0.5, framed - 0.5), weights.size(1), 1.0, fill=False, edgecolor=INK, lw=2.2
         )
         ax.add_patch(frame)
-    ax.set_xticks(range(len(panel.cols)), list(panel.cols), rotation=90, fontsize=SMALL)
-    ax.set_yticks(range(len(panel.rows)), list(panel.rows), fontsize=SMALL)
-    ax.tick_params(length=0)
+    _ticks(ax, panel, weights, every)
     ax.set_title(panel.title, fontsize=FONT, color=INK)
 
 
@@ -186,44 +224,68 @@ def maps_figure(
     panels: Sequence[Panel],
     highlight: str | None = None,
     predicts: Sequence[str] | None = None,
+    columns: int | None = None,
+    largest: bool = False,
+    every: int = 1,
 ) -> Figure:
-    """Attention maps side by side, as grids of query rows and key columns.
+    """Attention maps as grids of query rows and key columns, side by side, ``columns`` to a row.
+
+    The cells are as large as the page's width allows; where a cell is large enough each weight is
+    written in it, otherwise ``largest=True`` writes only each row's largest.
 
     Args:
-        panels: the maps, left to right.
+        panels: the maps, left to right and then top to bottom.
         highlight: a row label whose row is framed in every panel that has it.
         predicts: for the last panel, the word each row learns to predict, written to its right.
+        columns: panels per row; ``None``: all in one row.
+        largest: where the cells are too small for every weight, write each row's largest.
+        every: in a panel without labels, a tick at every ``every``-th position.
 
     Shape:
-        each panel's weights: ``(len(rows), len(cols))``; its mask broadcasts to that.
+        each panel's weights: ``(T_q, T_k)``, its labels of those lengths; its mask broadcasts to
+        that.
     """
     if not panels:
         raise ValueError("panels must hold at least one Panel")
+    per_row = len(panels) if columns is None else columns
+    if isinstance(per_row, bool) or not isinstance(per_row, int) or per_row < 1:
+        raise ValueError(f"columns must be a positive int or None, got {columns!r}")
+    per_row = min(per_row, len(panels))
     grids = [_check_panel(panel) for panel in panels]
-    columns = sum(grid.size(1) for grid in grids)
-    extra = 1.1 if predicts is not None else 0.0
-    cell = min(NUMBERED_CELL, (PAGE_WIDTH - 0.2 - extra - LABELS * len(panels)) / columns)
-    if cell < PLAIN_CELL:
-        raise ValueError(
-            f"{columns} columns in {len(panels)} panels do not fit in {PAGE_WIDTH} inches"
-        )
-    numbers = cell >= NUMBERED_CELL - 1e-9  # each weight written in its cell where it fits
     if predicts is not None and len(predicts) != grids[-1].size(0):
         raise ValueError(
             f"predicts has {len(predicts)} words, the last panel {grids[-1].size(0)} rows"
         )
-    rows = max(grid.size(0) for grid in grids)
-    width = columns * cell + LABELS * len(panels) + extra + 0.2
-    ratios = [grid.size(1) for grid in grids]
-    size = (width, rows * cell + 1.6)
-    fig, axes = plt.subplots(1, len(panels), figsize=size, gridspec_kw={"width_ratios": ratios})
+    lines = [grids[i : i + per_row] for i in range(0, len(grids), per_row)]
+    one_line = len(lines) == 1
+    # One row of maps keeps each map's own width; a grid gives every map the widest's.
+    ratios = [g.size(1) for g in grids] if one_line else [max(g.size(1) for g in grids)] * per_row
+    labelled = all(p.rows is not None and p.cols is not None for p in panels)
+    extra = 1.1 if predicts is not None else 0.0
+    cell = min(NUMBERED_CELL, (PAGE_WIDTH - 0.2 - extra - LABELS * per_row) / sum(ratios))
+    if labelled and cell < PLAIN_CELL:
+        raise ValueError(
+            f"{sum(ratios)} columns in {per_row} panels a row do not fit in {PAGE_WIDTH} inches"
+        )
+    numbers = "all" if cell >= NUMBERED_CELL - 1e-9 else ("largest" if largest else None)
+    margin = 1.6 if labelled else 1.0  # inches for a map's title and the labels under it
+    height = max(g.size(0) for g in grids) * cell + margin
+    size = (sum(ratios) * cell + LABELS * per_row + extra + 0.2, height * len(lines))
+    fig, axes = plt.subplots(
+        len(lines), per_row, figsize=size, squeeze=False, gridspec_kw={"width_ratios": ratios}
+    )
     fig.patch.set_facecolor("white")
-    axes = [axes] if len(panels) == 1 else list(axes)
-    for ax, panel, grid in zip(axes, panels, grids, strict=True):
-        framed = list(panel.rows).index(highlight) if highlight in panel.rows else None
-        _draw_map(ax, panel, grid, numbers, framed)
+    for i, ax in enumerate(axes.flat):
+        if i >= len(panels):
+            ax.remove()  # the last row's empty places
+            continue
+        panel = panels[i]
+        framed = (
+            list(panel.rows).index(highlight) if panel.rows and highlight in panel.rows else None
+        )
+        _draw_map(ax, panel, grids[i], numbers, framed, every)
     if predicts is not None:
-        ax = axes[-1]
+        ax = axes.flat[len(panels) - 1]
         for i, word in enumerate(predicts):
             x = grids[-1].size(1) - 0.3  # just right of the last column
             ax.text(x, i, f"\u2192 {word}", ha="left", va="center", fontsize=SMALL, color=INK)

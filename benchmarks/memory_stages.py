@@ -3,7 +3,7 @@ glibc's allocator holds on to.
 
 Each run is a fresh process (so that its peak is its own) that builds what ``train-translation``
 builds, in this order, and reads its resident memory (``/proc/self/statm``) and its peak so far
-(``VmHWM``) after each stage: PyTorch imported; Multi30k loaded, the tokenizer trained and one
+(``getrusage``) after each stage: PyTorch imported; Multi30k loaded, the tokenizer trained and one
 epoch's batches built; the model and Adam; then ``--steps`` training steps on real batches.
 At the end it asks glibc to return the memory it keeps free for later (``malloc_trim(0)``): the
 difference is memory that the process no longer uses but still holds.
@@ -37,16 +37,15 @@ from step_flops import REGIONS, epoch_batches, train_step
 from torch.profiler import ProfilerActivity, profile
 
 from transformer_lib import Transformer
+from transformer_tasks.records import peak_rss_mb
 from transformer_tasks.translation import translation_profile
 
 
-def resident() -> tuple[float, float]:
-    """The process's resident memory now and at its peak so far, in MB."""
+def resident() -> tuple[float, float | None]:
+    """The process's resident memory now and at its peak so far, in MB (10**6 bytes)."""
     with open("/proc/self/statm", encoding="ascii") as statm:
         now = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
-    with open("/proc/self/status", encoding="ascii") as status:
-        peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM"))
-    return round(now, 1), round(peak_kb / 1e3, 1)
+    return round(now, 1), peak_rss_mb()
 
 
 def child(steps: int, threads: int, seed: int, trim: bool, profile_step: bool) -> dict[str, Any]:

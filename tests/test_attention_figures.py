@@ -93,7 +93,7 @@ def test_maps_figure_fits_wide_maps_on_the_page_without_numbers() -> None:
     ]  # scores keep their own range
     plt.close("all")
     with pytest.raises(
-        ValueError, match="weights have shape \\(2, 2\\), but its rows has 1 labels"
+        ValueError, match="weights have shape \\(2, 2\\), but 1 labels for its rows"
     ):
         maps_figure([Panel("bad", torch.eye(2), ["a"], ["a", "b"])])
     with pytest.raises(ValueError, match="do not fit"):
@@ -143,7 +143,7 @@ def test_maps_figure_writes_each_rows_largest_weight_where_every_weight_does_not
 def test_maps_figure_refuses_what_it_cannot_draw() -> None:
     with pytest.raises(ValueError, match=r"weights must be a \(T_q, T_k\) grid, got shape \(4,\)"):
         maps_figure([Panel("x", torch.ones(4))])
-    with pytest.raises(ValueError, match="its cols has 2 labels"):
+    with pytest.raises(ValueError, match="but 2 labels for its cols"):
         maps_figure([Panel("x", torch.ones(3, 4), cols=["a", "b"])])
     with pytest.raises(ValueError, match="columns must be a positive int or None, got 0"):
         maps_figure(head_panels(2, 3, 3), columns=0)

@@ -145,8 +145,8 @@ def _check_panel(panel: Panel) -> Tensor:
     for name, labels, size in (("rows", panel.rows, 0), ("cols", panel.cols, 1)):
         if labels is not None and len(labels) != weights.size(size):
             raise ValueError(
-                f"panel {panel.title!r}: weights have shape {tuple(weights.shape)}, but its "
-                f"{name} has {len(labels)} labels"
+                f"panel {panel.title!r}: weights have shape {tuple(weights.shape)}, but "
+                f"{len(labels)} labels for its {name}"
             )
     if panel.mask is not None:
         shape = tuple(weights.shape)
